@@ -1,0 +1,58 @@
+"""rgym's built-in plugin: registered through the same hooks as any pack.
+
+It provides the ``rgym/local`` sandbox, the built-in tools, the demo task and
+dataset, and the ``rgym/scripted`` and ``rgym/replay`` agents.
+"""
+
+from __future__ import annotations
+
+from rgym_core.hookspecs import hookimpl
+
+
+@hookimpl
+def rgym_register_sandboxes():  # type: ignore[no-untyped-def]
+    from rgym_core.sandbox import SandboxSpec
+    from rgym_core.sandboxes.local import LocalSandbox
+
+    return [SandboxSpec(name="rgym/local", factory=LocalSandbox,
+                        description="a workspace folder on this machine with a persistent bash "
+                                    "session; an unprivileged user when run as root")]
+
+
+@hookimpl
+def rgym_register_tools():  # type: ignore[no-untyped-def]
+    from rgym_core.aci import builtin_tools
+
+    return builtin_tools()
+
+
+@hookimpl
+def rgym_register_tasks():  # type: ignore[no-untyped-def]
+    from rgym_core.demo import demo_tasks
+
+    return demo_tasks()
+
+
+@hookimpl
+def rgym_register_datasets():  # type: ignore[no-untyped-def]
+    from rgym_core.demo import demo_datasets
+
+    return demo_datasets()
+
+
+@hookimpl
+def rgym_register_agents():  # type: ignore[no-untyped-def]
+    from rgym_core.agents import AgentSpec
+    from rgym_core.scripted import ScriptedAgent
+
+    specs = [AgentSpec(name="rgym/scripted", factory=ScriptedAgent,
+                       description="a scripted reference agent (no LLM): runs the task's scripted "
+                                   "actions, or looks around, validates and submits")]
+    try:
+        from rgym_core.replay import ReplayAgent
+    except ImportError:
+        return specs
+    specs.append(AgentSpec(name="rgym/replay", factory=ReplayAgent,
+                           description="replays the actions of a saved trajectory "
+                                       "(--agent-option trajectory=PATH)"))
+    return specs

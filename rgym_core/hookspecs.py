@@ -1,0 +1,168 @@
+"""The whole extension surface of rgym, in one module.
+
+rgym discovers plugins through the entry-point group ``rgym``. Each entry point
+names a module (or object) holding functions decorated with
+:data:`rgym_core.hookimpl` whose names match the specifications below.  A plugin
+implements only the hooks it needs::
+
+    # my_pack/plugin.py
+    from rgym_core import hookimpl, load_task
+
+    @hookimpl
+    def rgym_register_tasks():
+        return [load_task(TASKS_DIR / "my-task")]
+
+and declares it in its ``pyproject.toml``::
+
+    [project.entry-points.rgym]
+    my-pack = "my_pack.plugin"
+
+There are two kinds of hooks.
+
+*Registration hooks* (``rgym_register_*``) are called once when the registry is
+built. Each returns a list of specs; every spec carries a name namespaced by its
+pack (``mlgym/blotto``).  Two distributions registering the same name is an
+error that names both.
+
+*Lifecycle hooks* (``rgym_episode_*``, ``rgym_step``) are called by the episode
+runner, in every plugin, so loggers, monitors and cost trackers are plugins too.
+Their return values are ignored, and an exception raised in one is reported as a
+warning and never ends the episode.
+
+The built-in parts of rgym (the local sandbox, the agent-computer-interface
+tools, the demo task, the scripted and replay agents) register through these
+same hooks, from :mod:`rgym_core.builtin`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from rgym_core.agents import AgentSpec
+    from rgym_core.episode import EpisodeInfo
+    from rgym_core.models import ModelProviderSpec
+    from rgym_core.records import EpisodeResult, Step
+    from rgym_core.sandbox import SandboxSpec
+    from rgym_core.specs import DatasetSpec, TaskSpec
+    from rgym_core.tools import Tool
+
+PROJECT = "rgym"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# --------------------------------------------------------------------------
+# Registration hooks
+# --------------------------------------------------------------------------
+
+
+@hookspec
+def rgym_register_tasks() -> list[TaskSpec]:
+    """Return the tasks this plugin provides.
+
+    Called once while the registry is built.  Each :class:`~rgym_core.specs.TaskSpec`
+    is usually loaded from a ``task.yaml`` with :func:`rgym_core.load_task`, which
+    records the task's directory so that starter and grader files can be found.
+    """
+
+
+@hookspec
+def rgym_register_datasets() -> list[DatasetSpec]:
+    """Return the datasets this plugin provides.
+
+    Datasets are registered apart from tasks so that several tasks share one
+    dataset, and a task can be run on another registered dataset of the same
+    ``form`` (``rgym run TASK --dataset data=other/dataset``).
+    """
+
+
+@hookspec
+def rgym_register_tools() -> list[Tool]:
+    """Return the tools this plugin provides.
+
+    A tool is an instance of :class:`~rgym_core.tools.Tool`: one schema (name,
+    typed arguments, docs) used both for text-command agents and as a native
+    function-calling definition, and a ``call`` that runs host-side against the
+    sandbox API.  Its registry name is ``<namespace>/<schema name>``; agents see
+    the schema name alone.
+    """
+
+
+@hookspec
+def rgym_register_agents() -> list[AgentSpec]:
+    """Return the agent scaffolds this plugin provides.
+
+    Each :class:`~rgym_core.agents.AgentSpec` holds a factory that receives an
+    :class:`~rgym_core.agents.AgentConfig` and returns an object following the
+    :class:`~rgym_core.agents.Agent` protocol (sync or async methods).
+    """
+
+
+@hookspec
+def rgym_register_sandboxes() -> list[SandboxSpec]:
+    """Return the sandbox backends this plugin provides (``local``, ``docker``...).
+
+    Each :class:`~rgym_core.sandbox.SandboxSpec` holds a factory that takes a
+    :class:`~rgym_core.sandbox.SandboxConfig` and returns a
+    :class:`~rgym_core.sandbox.Sandbox`.  Backends should pass the conformance
+    suite in :mod:`rgym_core.testing.conformance`.
+    """
+
+
+@hookspec
+def rgym_register_model_providers() -> list[ModelProviderSpec]:
+    """Return LLM providers (``openai-compatible``, ``anthropic``...).
+
+    Models are named ``provider/model``; the provider part selects the
+    :class:`~rgym_core.models.ModelProviderSpec` whose factory builds a client.
+    """
+
+
+@hookspec
+def rgym_cli_commands() -> list[click.Command]:
+    """Return extra ``click`` commands to add to the ``rgym`` CLI (for example
+    ``rgym image`` and ``rgym sandbox`` from the Docker backend)."""
+
+
+# --------------------------------------------------------------------------
+# Lifecycle hooks
+# --------------------------------------------------------------------------
+
+
+@hookspec
+def rgym_episode_start(episode: EpisodeInfo) -> None:
+    """Called after the workspace is laid out and before the agent's first action.
+
+    ``episode`` describes the run: run id and directory, task, agent, model,
+    sandbox, budget and seed.
+    """
+
+
+@hookspec
+def rgym_step(episode: EpisodeInfo, step: Step) -> None:
+    """Called after every step, once its action ran and its observation is known.
+
+    The step has already been appended to the trajectory file.
+    """
+
+
+@hookspec
+def rgym_episode_end(episode: EpisodeInfo, result: EpisodeResult) -> None:
+    """Called once the episode ended and was graded, with its final result.
+
+    Also called for cancelled and crashed episodes, before the process exits.
+    """
+
+
+def all_hook_names() -> list[str]:
+    """Names of every hook specification, for documentation and checks."""
+    return sorted(name for name, value in globals().items() if name.startswith("rgym_") and callable(value))
+
+
+__all__: list[Any] = ["PROJECT", "hookimpl", "hookspec", "all_hook_names"]
