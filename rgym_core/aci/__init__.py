@@ -17,5 +17,8 @@ def builtin_tools() -> list[Tool]:
         file_tools = None
     if file_tools is not None:
         tools.extend(file_tools())
+    from rgym_core.aci.search import search_tools
+
+    tools.extend(search_tools())
     tools.extend([ValidateTool(), SubmitTool()])
     return tools

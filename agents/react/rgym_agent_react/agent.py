@@ -1,0 +1,279 @@
+"""The ReAct loop: prompt, query, parse (re-querying on bad output), record.
+
+``act`` sends the system prompt and the processed history (the last
+``history`` observations in full, older ones elided) with a status block, and
+turns the reply into an :class:`~rgym_core.records.Action`.  A reply that cannot
+be parsed, or that asks for a blocked interactive command, is sent back with
+the error, up to ``max_requeries`` times (the failed exchange is not kept in
+the history); then :class:`~rgym_core.agents.AgentFormatError` ends the episode.
+
+Every model call is recorded on the returned action (``action.llm_calls``):
+the messages sent in a compact form (``prefix_messages`` leading messages equal
+to the previous call's, whose SHA-256 is ``prefix_sha256``, then the new
+``messages`` in full), the reply, its tool calls, tokens, cost and latency.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+import attrs
+from attrs import define, field
+
+from rgym_agent_react.blocklist import blocked_reason
+from rgym_agent_react.history import History
+from rgym_agent_react.prompts import (
+    SYSTEM_TEXT,
+    SYSTEM_TOOLS,
+    observation_text,
+    requery_text,
+    status_block,
+    task_message,
+)
+from rgym_core.aci.commands import CommandFormatError, parse_action, render_tool_docs
+from rgym_core.agents import (
+    AgentConfig,
+    AgentFormatError,
+    BudgetExceeded,
+    EpisodeStatus,
+    TaskContext,
+)
+from rgym_core.models import ModelClient, ModelResponse, create_model_client
+from rgym_core.records import Action, Observation, Usage
+
+
+def _mode(value: Any) -> str:
+    value = str(value).strip().lower()
+    if value not in ("text", "tools"):
+        raise ValueError(f"mode must be 'text' or 'tools', got {value!r}")
+    return value
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value in (None, "") else float(value)
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value in (None, "") else int(value)
+
+
+@define
+class ReactOptions:
+    """The agent's own options (``--agent-option key=value``); any other option
+    goes to the model client (``stream``, ``read_timeout``, ``prices``, ``api_key_env``...)."""
+
+    mode: str = field(default="text", converter=_mode)
+    history: int = field(default=5, converter=int)
+    max_requeries: int = field(default=3, converter=int)
+    max_tokens: int | None = field(default=None, converter=_opt_int)
+    temperature: float | None = field(default=None, converter=_opt_float)
+
+    @classmethod
+    def split(cls, options: dict[str, Any]) -> tuple[ReactOptions, dict[str, Any]]:
+        names = {a.name for a in attrs.fields(cls)}
+        mine = {k: v for k, v in options.items() if k in names}
+        try:
+            return cls(**mine), {k: v for k, v in options.items() if k not in names}
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"react agent: bad --agent-option: {exc}") from None
+
+
+class _PendingStatus:
+    """The episode status plus what this action already spent on re-queries (the
+    runner adds an action's usage only after ``act`` returns)."""
+
+    def __init__(self, status: EpisodeStatus, pending: Usage) -> None:
+        self._status = status
+        self._pending = pending
+
+    @property
+    def budget(self) -> Any:
+        return self._status.budget
+
+    def check_cost(self, estimated_usd: float, estimated_tokens: int = 0) -> None:
+        self._status.check_cost(estimated_usd + self._pending.cost_usd,
+                                estimated_tokens + self._pending.tokens)
+
+
+def _digest(messages: list[dict[str, Any]]) -> str:
+    return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class ReactAgent:
+    """The ``react/react`` agent.  ``client`` may be given directly (tests, embedding);
+    otherwise it is built from ``config.model`` and ``config.base_url``."""
+
+    def __init__(self, config: AgentConfig, *, client: ModelClient | None = None) -> None:
+        self.config = config
+        self.options, self.client_options = ReactOptions.split(dict(config.options))
+        self.client = client
+        self.context: TaskContext | None = None
+        self.history = History(keep=self.options.history)
+        self.system = ""
+        self.tools: list[dict[str, Any]] | None = None
+        self._last_sent: list[dict[str, Any]] = []
+        self._last_tools_digest: str | None = None
+        self._pending_call_id: str | None = None
+        self._note: str | None = None
+        self._started = False
+
+    # -- the agent protocol --------------------------------------------------------
+    def start(self, context: TaskContext) -> None:
+        self.context = context
+        if self.client is None:
+            if not self.config.model:
+                raise ValueError("the react agent needs a model: --model provider/name "
+                                 "(e.g. openai-compatible/qwen2.5-7b with --base-url http://HOST:PORT/v1)")
+            self.client = create_model_client(self.config.model, base_url=self.config.base_url,
+                                              **self.client_options)
+        if self.options.mode == "tools":
+            self.system = SYSTEM_TOOLS
+            self.tools = [schema.to_openai() for schema in context.tools]
+        else:
+            self.system = SYSTEM_TEXT.format(command_docs=render_tool_docs(context.tools))
+
+    def act(self, observation: Observation) -> Action:
+        assert self.context is not None and self.client is not None, "start() was not called"
+        status = status_block(self.context.status.snapshot())
+        text = observation_text(observation.output, error=observation.error,
+                                exit_code=observation.exit_code, truncated=observation.truncated)
+        if self._note:
+            text, self._note = f"{self._note}\n{text}", None
+        if not self._started:
+            self._started = True
+            self.history.add({"role": "user", "content": f"{task_message(self.context, text)}\n{status}"})
+        elif self._pending_call_id is not None:
+            self.history.add({"role": "tool", "tool_call_id": self._pending_call_id,
+                              "content": f"{text}\n{status}"}, observation=True)
+        else:
+            self.history.add({"role": "user", "content": f"{text}\n{status}"}, observation=True)
+        self._pending_call_id = None
+        return self._query()
+
+    def close(self) -> None:
+        close = getattr(self.client, "close", None)
+        if callable(close):
+            close()
+
+    # -- querying ------------------------------------------------------------------
+    def _query(self) -> Action:
+        assert self.context is not None and self.client is not None
+        usage = Usage()
+        calls: list[dict[str, Any]] = []
+        extra: list[dict[str, Any]] = []
+        status = _PendingStatus(self.context.status, usage)
+        errors: list[str] = []
+        for attempt in range(self.options.max_requeries + 1):
+            messages = [{"role": "system", "content": self.system}, *self.history.messages(), *extra]
+            started = time.monotonic()
+            try:
+                response = self.client.complete(messages, tools=self.tools,
+                                                max_tokens=self.options.max_tokens,
+                                                temperature=self.options.temperature,
+                                                status=status)  # type: ignore[arg-type]
+            except BudgetExceeded as exc:
+                exc.usage = usage  # type: ignore[attr-defined]
+                exc.llm_calls = calls  # type: ignore[attr-defined]
+                raise
+            latency = time.monotonic() - started
+            usage.add(response.usage)
+            record = self._record(messages, response, latency, attempt)
+            calls.append(record)
+            try:
+                action, assistant = self._parse(response)
+            except CommandFormatError as exc:
+                record["format_error"] = str(exc)
+                errors.append(str(exc).splitlines()[0])
+                extra = self._requery_messages(response, str(exc))
+                continue
+            action.usage = usage
+            action.llm_calls = calls
+            self.history.add(assistant)
+            self._pending_call_id = action.call_id
+            return action
+        raise AgentFormatError(f"the model gave {len(errors)} replies that could not be run "
+                               f"(last: {errors[-1]})")
+
+    def _parse(self, response: ModelResponse) -> tuple[Action, dict[str, Any]]:
+        """The action and the assistant message to keep; raises CommandFormatError."""
+        assert self.context is not None
+        if self.options.mode == "tools" and response.tool_calls:
+            call = response.tool_calls[0]
+            names = {s.name for s in self.context.tools}
+            if call.name not in names:
+                raise CommandFormatError(f"there is no tool '{call.name}'; the tools are "
+                                         f"{', '.join(sorted(names))}", "bad_arguments")
+            if "_unparsed_arguments" in call.arguments:
+                raise CommandFormatError(f"the arguments of '{call.name}' are not valid JSON: "
+                                         f"{call.arguments['_unparsed_arguments'][:200]}", "bad_arguments")
+            action = Action(tool=call.name, args=dict(call.arguments), thought=response.text or None,
+                            raw=response.text, call_id=call.id)
+            if len(response.tool_calls) > 1:
+                self._note = (f"(Only the first of your {len(response.tool_calls)} tool calls was run; "
+                              "call one tool per reply.)")
+            assistant = {"role": "assistant", "content": response.text or None,
+                         "tool_calls": [{"id": call.id, "type": "function",
+                                         "function": {"name": call.name,
+                                                      "arguments": json.dumps(call.arguments)}}]}
+        else:
+            # text mode, or a tools-mode reply that wrote a fenced command instead
+            action = parse_action(response.text, self.context.tools)
+            assistant = {"role": "assistant", "content": response.text}
+        if action.tool == "bash":
+            reason = blocked_reason(str(action.args.get("command", "")))
+            if reason:
+                raise CommandFormatError(reason, "blocked_command")
+        return action, assistant
+
+    def _requery_messages(self, response: ModelResponse, error: str) -> list[dict[str, Any]]:
+        assistant: dict[str, Any] = {"role": "assistant", "content": response.text or None}
+        if response.tool_calls:
+            assistant["tool_calls"] = [{"id": c.id, "type": "function",
+                                        "function": {"name": c.name,
+                                                     "arguments": json.dumps(c.arguments)}}
+                                       for c in response.tool_calls]
+            return [assistant, *({"role": "tool", "tool_call_id": c.id,
+                                  "content": requery_text(error, self.options.mode)}
+                                 for c in response.tool_calls)]
+        if not response.text:
+            assistant["content"] = "(empty reply)"
+        return [assistant, {"role": "user", "content": requery_text(error, self.options.mode)}]
+
+    def _record(self, messages: list[dict[str, Any]], response: ModelResponse, latency: float,
+                attempt: int) -> dict[str, Any]:
+        prefix = 0
+        for old, new in zip(self._last_sent, messages, strict=False):
+            if old != new:
+                break
+            prefix += 1
+        record: dict[str, Any] = {
+            "model": getattr(self.client, "model", self.config.model),
+            "requery": attempt,
+            "prefix_messages": prefix,
+            "prefix_sha256": _digest(messages[:prefix]) if prefix else None,
+            "messages": messages[prefix:],
+            "n_messages": len(messages),
+        }
+        if self.tools:
+            digest = _digest(self.tools)
+            record["tools_sha256"] = digest
+            if digest != self._last_tools_digest:
+                record["tools"] = self.tools
+                self._last_tools_digest = digest
+        record.update({
+            "response": response.text,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                           for c in response.tool_calls],
+            "stop_reason": response.stop_reason,
+            "input_tokens": response.usage.input_tokens,
+            "output_tokens": response.usage.output_tokens,
+            "cost_usd": round(response.usage.cost_usd, 8),
+            "latency_s": round(latency, 3),
+        })
+        if response.raw.get("_usage", {}).get("estimated"):
+            record["tokens_estimated"] = True
+        self._last_sent = messages
+        return record

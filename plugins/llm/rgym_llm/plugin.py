@@ -1,0 +1,16 @@
+"""rgym plugin ``llm``: registers the model providers ``llm/openai-compatible``,
+``llm/openai``, ``llm/anthropic``, ``llm/vllm``, ``llm/ollama``, ``llm/openrouter``
+and ``llm/litellm``."""
+
+from __future__ import annotations
+
+from rgym_core.hookspecs import hookimpl
+
+
+@hookimpl
+def rgym_register_model_providers():  # type: ignore[no-untyped-def]
+    from rgym_core.models import ModelProviderSpec
+    from rgym_llm.providers import PROVIDERS
+
+    return [ModelProviderSpec(name=f"llm/{p.name}", factory=p.factory(), description=p.description)
+            for p in PROVIDERS]

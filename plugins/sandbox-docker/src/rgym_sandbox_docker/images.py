@@ -1,0 +1,138 @@
+"""Layered images: base, task pack and (optional) agent, built from ``containers/``.
+
+Each layer is tagged ``rgym-<layer>:<hash>`` where the hash covers its
+Dockerfile, its build-context files and the image ID of the layer below, so an
+unchanged layer is found by its tag and never rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from attrs import define
+
+#: The public image the base layer starts from (override: ``--base`` / RGYM_DOCKER_BASE).
+DEFAULT_BASE = "python:3.11-slim"
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+LAYERS = ("base", "pack", "agent")
+HASH_LEN = 16
+
+Progress = Callable[[str, str], None]
+
+
+class ImageBuildError(RuntimeError):
+    """A layer failed to build; the message holds the end of the build log."""
+
+
+@define
+class Layer:
+    """One built (or found) layer."""
+
+    name: str
+    tag: str
+    built: bool
+
+
+def default_base() -> str:
+    return os.environ.get("RGYM_DOCKER_BASE") or DEFAULT_BASE
+
+
+def containers_dir() -> Path:
+    """The folder of layer Dockerfiles: ``RGYM_CONTAINERS_DIR``, else the
+    ``containers/`` folder of the checkout this package is installed from."""
+    env = os.environ.get("RGYM_CONTAINERS_DIR")
+    if env:
+        path = Path(env)
+        if not (path / "base" / "Dockerfile").is_file():
+            raise ImageBuildError(f"RGYM_CONTAINERS_DIR={env}: no base/Dockerfile there")
+        return path
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "containers"
+        if (candidate / "base" / "Dockerfile").is_file():
+            return candidate
+    raise ImageBuildError("cannot find the rgym 'containers/' folder (base/Dockerfile); "
+                          "set RGYM_CONTAINERS_DIR to the checkout's containers/ folder")
+
+
+def _context_files(layer: str, requirements: Sequence[str]) -> dict[str, bytes]:
+    folder = containers_dir() / layer
+    files = {"Dockerfile": (folder / "Dockerfile").read_bytes()}
+    if layer == "base":
+        files["ca-certificates.crt"] = CA_BUNDLE.read_bytes() if CA_BUNDLE.is_file() else b""
+    else:
+        files["requirements.txt"] = "".join(f"{r}\n" for r in requirements).encode()
+    return files
+
+
+def _image_id(client: Any, name: str) -> str | None:
+    try:
+        return client.images.get(name).id
+    except Exception:  # noqa: BLE001 - docker.errors.ImageNotFound and friends
+        return None
+
+
+def layer_hash(layer: str, files: dict[str, bytes], below: str) -> str:
+    """The hash of a layer's inputs (``below``: the image ID, or name, it builds on)."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps({"layer": layer, "below": below}, sort_keys=True).encode())
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return digest.hexdigest()[:HASH_LEN]
+
+
+def build_layer(client: Any, layer: str, below: str, requirements: Sequence[str] = (), *,
+                no_cache: bool = False, progress: Progress | None = None) -> Layer:
+    """Build (or find) one layer on top of the image ``below``."""
+    files = _context_files(layer, requirements)
+    below_id = _image_id(client, below) or below
+    tag = f"rgym-{layer}:{layer_hash(layer, files, below_id)}"
+    if not no_cache and _image_id(client, tag):
+        if progress:
+            progress(layer, f"{tag} is up to date")
+        return Layer(layer, tag, built=False)
+    with tempfile.TemporaryDirectory(prefix=f"rgym-{layer}-") as ctx:
+        for name, data in files.items():
+            (Path(ctx) / name).write_bytes(data)
+        log: list[str] = []
+        stream = client.api.build(path=ctx, tag=tag, buildargs={"BASE": below}, rm=True,
+                                  forcerm=True, nocache=no_cache, decode=True,
+                                  labels={"rgym.layer": layer, "rgym.managed-image": "1"})
+        for event in stream:
+            if "error" in event:
+                tail = "".join(log[-20:])
+                raise ImageBuildError(f"building the {layer} layer ({tag}) on {below} failed: "
+                                      f"{event['error'].strip()}\n{tail}")
+            text = event.get("stream") or event.get("status") or ""
+            if text:
+                log.append(text)
+                if progress and text.strip():
+                    progress(layer, text.strip())
+    return Layer(layer, tag, built=True)
+
+
+def build_chain(client: Any, requirements: Sequence[str] = (), *,
+                agent_requirements: Sequence[str] | None = None, base: str | None = None,
+                no_cache: bool = False, progress: Progress | None = None) -> list[Layer]:
+    """Build base, pack and (when ``agent_requirements`` is given) agent layers."""
+    layers = [build_layer(client, "base", base or default_base(), no_cache=no_cache,
+                          progress=progress)]
+    layers.append(build_layer(client, "pack", layers[-1].tag, requirements, no_cache=no_cache,
+                              progress=progress))
+    if agent_requirements is not None:
+        layers.append(build_layer(client, "agent", layers[-1].tag, agent_requirements,
+                                  no_cache=no_cache, progress=progress))
+    return layers
+
+
+def task_image(client: Any, requirements: Sequence[str] = (), *, base: str | None = None,
+               progress: Progress | None = None) -> str:
+    """The tag of a task's image (what ``rgym image build TASK`` makes), built if missing."""
+    return build_chain(client, requirements, base=base, progress=progress)[-1].tag
+
+

@@ -1,0 +1,138 @@
+"""Search tools: ``search_dir``, ``search_file`` and ``find_file``.
+
+Search terms are literal text (not regular expressions).  Results are capped
+(:data:`MAX_RESULTS` files or lines): past the cap the tool asks for a narrower
+search instead of flooding the context.  Hidden files and folders are skipped
+by ``search_dir``.  ``grep`` and ``find`` run through ``Sandbox.exec``, which
+every backend provides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rgym_core.aci.viewer import current_file, read_text, resolve_path, split_lines
+from rgym_core.tools import Tool, ToolArg, ToolContext, ToolError, ToolSchema
+
+#: The most files (``search_dir``, ``find_file``) or lines (``search_file``) listed.
+MAX_RESULTS = 100
+#: Output limit for the listing commands (their output is parsed, not shown).
+_LISTING_LIMIT = 5_000_000
+
+
+def _cap(ctx: ToolContext) -> int:
+    try:
+        return max(1, int(ctx.tool_config.get("max_results", MAX_RESULTS)))
+    except (TypeError, ValueError):
+        return MAX_RESULTS
+
+
+def _term(args: dict[str, Any]) -> str:
+    term = args["search_term"]
+    if not term:
+        raise ToolError("the search term is empty")
+    return term
+
+
+class SearchDirTool(Tool):
+    """Count the matches of a term in every file under a folder."""
+
+    schema = ToolSchema(
+        name="search_dir",
+        description="Search for literal text in all files under a folder (default: the "
+                    "workspace) and list the files with their number of matches.",
+        args=[ToolArg("search_term", "string", "the text to find"),
+              ToolArg("dir", "string", "the folder to search", required=False)],
+    )
+    default = True
+
+    def call(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        term = _term(args)
+        folder = resolve_path(ctx, args.get("dir") or ctx.sandbox.workspace)
+        result = ctx.sandbox.exec(
+            ["grep", "-rIcFH", "--exclude=.*", "--exclude-dir=.*", "--", term, folder],
+            timeout=ctx.action_timeout_s, output_limit=_LISTING_LIMIT)
+        if result.exit_code not in (0, 1) or result.timed_out:
+            detail = result.output.strip().splitlines()[-1:] or ["grep failed"]
+            raise ToolError(f"search_dir: cannot search {folder}: {detail[0]}")
+        counts: list[tuple[str, int]] = []
+        for line in result.output.splitlines():
+            name, _, count = line.rpartition(":")
+            if name and count.isdigit() and int(count) > 0:
+                counts.append((name, int(count)))
+        if not counts:
+            return f'No matches found for "{term}" in {folder}'
+        cap = _cap(ctx)
+        if len(counts) > cap:
+            return (f'More than {cap} files matched "{term}" in {folder} ({len(counts)} files). '
+                    "Please narrow your search: use a more specific term or a subfolder.")
+        total = sum(c for _, c in counts)
+        body = "\n".join(f"{name} ({count} matches)" for name, count in sorted(counts))
+        return (f'Found {total} matches for "{term}" in {folder}:\n{body}\n'
+                f'End of matches for "{term}" in {folder}')
+
+
+class SearchFileTool(Tool):
+    """List the lines of a file that contain a term."""
+
+    schema = ToolSchema(
+        name="search_file",
+        description="Search for literal text in a file (default: the open file) and list the "
+                    "matching lines with their numbers.",
+        args=[ToolArg("search_term", "string", "the text to find"),
+              ToolArg("file", "string", "the file to search", required=False)],
+    )
+    default = True
+
+    def call(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        term = _term(args)
+        path = resolve_path(ctx, args["file"]) if args.get("file") else current_file(ctx)
+        lines = split_lines(read_text(ctx, path))
+        hits = [(i, text) for i, text in enumerate(lines, start=1) if term in text]
+        if not hits:
+            return f'No matches found for "{term}" in {path}'
+        cap = _cap(ctx)
+        if len(hits) > cap:
+            return (f'More than {cap} lines matched "{term}" in {path} ({len(hits)} lines). '
+                    "Please narrow your search.")
+        body = "\n".join(f"Line {i}:{text}" for i, text in hits)
+        return (f'Found {len(hits)} matches for "{term}" in {path}:\n{body}\n'
+                f'End of matches for "{term}" in {path}')
+
+
+class FindFileTool(Tool):
+    """Find files by name (shell wildcards allowed)."""
+
+    schema = ToolSchema(
+        name="find_file",
+        description="Find files whose name matches a pattern (shell wildcards such as *.py are "
+                    "allowed) under a folder (default: the workspace).",
+        args=[ToolArg("file_name", "string", "the file name or pattern"),
+              ToolArg("dir", "string", "the folder to search", required=False)],
+    )
+    default = True
+
+    def call(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        pattern = args["file_name"]
+        if not pattern:
+            raise ToolError("find_file: the file name is empty")
+        folder = resolve_path(ctx, args.get("dir") or ctx.sandbox.workspace)
+        result = ctx.sandbox.exec(["find", folder, "-type", "f", "-name", pattern],
+                                  timeout=ctx.action_timeout_s, output_limit=_LISTING_LIMIT)
+        if result.exit_code != 0 or result.timed_out:
+            detail = result.output.strip().splitlines()[-1:] or ["find failed"]
+            raise ToolError(f"find_file: cannot search {folder}: {detail[0]}")
+        found = sorted(line for line in result.output.splitlines() if line)
+        if not found:
+            return f'No matches found for "{pattern}" in {folder}'
+        cap = _cap(ctx)
+        if len(found) > cap:
+            return (f'More than {cap} files named "{pattern}" in {folder} ({len(found)} files). '
+                    "Please narrow your search.")
+        body = "\n".join(found)
+        return f'Found {len(found)} matches for "{pattern}" in {folder}:\n{body}'
+
+
+def search_tools() -> list[Tool]:
+    """The three search tools."""
+    return [SearchDirTool(), SearchFileTool(), FindFileTool()]

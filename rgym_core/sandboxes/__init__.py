@@ -1,0 +1,1 @@
+"""Sandbox backends shipped with rgym (``rgym/local``); others come from plugins."""

@@ -1,0 +1,97 @@
+"""Per-episode scores: the best attempt and the last submission.
+
+An episode's *attempts* are the values of the task's primary metric over every
+valid grading, in order (each ``validate``, then the submission or
+autosubmission).  The best attempt is the best of them by the metric's
+direction; the last submission is the final one.  As in MLGym, when the final
+grading failed, the last valid ``validate`` stands in for it.  An episode with no
+valid score has neither and counts as a failed run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from attrs import define, field
+
+from rgym_core.specs import Direction
+
+
+@define(frozen=True)
+class SubtaskInfo:
+    """A sub-task of a task, as scoring needs it (ResearchGym's sub-tasks)."""
+
+    id: str
+    metric: str | None = None
+    direction: Direction = "maximize"
+    baseline: float | None = None
+    reference: float | None = None
+    weight: float = 1.0
+    primary: bool = False
+
+
+@define(frozen=True)
+class TaskInfo:
+    """What scoring needs to know about a task: its primary metric and direction,
+    the baseline's and the reference (SOTA) score, and its sub-tasks."""
+
+    task: str
+    metric: str | None = None
+    direction: Direction = "maximize"
+    baseline: float | None = None
+    reference: float | None = None
+    subtasks: tuple[SubtaskInfo, ...] = ()
+
+
+@define
+class Episode:
+    """The scores of one run of one solver on one task.
+
+    ``values`` are the primary metric's values of the valid gradings in order;
+    ``subtasks`` the final value of each sub-task the run completed.
+    """
+
+    solver: str
+    task: str
+    run: str
+    values: list[float] = field(factory=list)
+    subtasks: dict[str, float] = field(factory=dict)
+    status: str | None = None
+
+
+@define(frozen=True)
+class EpisodeScore:
+    """The best attempt and the last submission of one episode."""
+
+    solver: str
+    task: str
+    run: str
+    best: float | None
+    last: float | None
+    attempts: int
+
+    @property
+    def failed(self) -> bool:
+        """True when the episode has no valid score."""
+        return self.best is None
+
+
+def clean(values: Sequence[float | None]) -> list[float]:
+    """The values that are real numbers (drops ``None`` and NaN)."""
+    return [float(v) for v in values if v is not None and not math.isnan(v)]
+
+
+def best_of(values: Sequence[float], direction: Direction) -> float | None:
+    """The best value by ``direction``, or ``None`` for no values."""
+    if not values:
+        return None
+    return max(values) if direction == "maximize" else min(values)
+
+
+def score_episode(episode: Episode, direction: Direction) -> EpisodeScore:
+    """The best attempt and last submission of ``episode``."""
+    values = clean(episode.values)
+    return EpisodeScore(solver=episode.solver, task=episode.task, run=episode.run,
+                        best=best_of(values, direction), last=values[-1] if values else None,
+                        attempts=len(values))

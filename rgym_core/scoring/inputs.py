@@ -1,0 +1,387 @@
+"""Loaders for everything ``rgym score`` reads.
+
+* run directories written by the runner (every ``result.json`` under them);
+* long-format CSV or JSON Lines: ``solver, task, run, metric, value`` plus the
+  optional ``direction``, ``subtask`` and ``primary`` columns; rows of the
+  solvers ``baseline`` and ``reference`` give those scores;
+* MLGym's wide tables: ``Task,<solver>,...``, one row per task, an empty cell
+  meaning no valid run.
+
+Every loader raises :class:`InputError`, one line naming the file, the row and
+the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from attrs import define, field
+
+from rgym_core.records import EpisodeResult
+from rgym_core.scoring.episodes import Episode, SubtaskInfo, TaskInfo
+from rgym_core.serialization import SpecError, structure
+from rgym_core.specs import Direction
+
+LONG_COLUMNS = ("solver", "task", "run", "metric", "value")
+DIRECTIONS = ("maximize", "minimize")
+_ALIASES = {"max": "maximize", "maximise": "maximize", "min": "minimize", "minimise": "minimize"}
+
+
+class InputError(ValueError):
+    """Malformed scoring input; ``str(err)`` names the file, row and column."""
+
+
+@define
+class ScoreData:
+    """Episodes and what is known about their tasks, from any input."""
+
+    tasks: dict[str, TaskInfo] = field(factory=dict)
+    episodes: list[Episode] = field(factory=list)
+
+
+#: Looks up the direction of a task by name (``None`` when unknown).
+DirectionLookup = Callable[[str], "Direction | None"]
+
+
+def registry_directions() -> DirectionLookup:
+    """A lookup of registered tasks' primary-metric directions.  The registry is
+    loaded on the first call only, and its absence (or failure) means "unknown"."""
+    cache: dict[str, Any] = {}
+
+    def lookup(task: str) -> Direction | None:
+        if "registry" not in cache:
+            try:
+                from rgym_core.registry import load_registry
+
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    cache["registry"] = load_registry()
+            except Exception:  # noqa: BLE001 - scoring works without any plugin
+                cache["registry"] = None
+        registry = cache["registry"]
+        if registry is None:
+            return None
+        try:
+            return registry.task(task).primary_metric.direction
+        except Exception:  # noqa: BLE001 - unknown or ambiguous: not a registered task
+            return None
+
+    return lookup
+
+
+def _direction(value: str, where: str) -> Direction:
+    v = _ALIASES.get(value.strip().lower(), value.strip().lower())
+    if v not in DIRECTIONS:
+        raise InputError(f"{where}: expected 'maximize' or 'minimize', got {value!r}")
+    return v  # type: ignore[return-value]
+
+
+def _number(text: Any, where: str) -> float | None:
+    """A float from a cell; empty means ``None``."""
+    if text is None:
+        return None
+    if isinstance(text, bool):
+        raise InputError(f"{where}: expected a number, got {text!r}")
+    if isinstance(text, int | float):
+        return None if math.isnan(text) else float(text)
+    s = str(text).strip()
+    if not s or s.lower() in ("nan", "na", "null", "none"):
+        return None
+    try:
+        return float(s)
+    except ValueError:
+        raise InputError(f"{where}: expected a number, got {s!r}") from None
+
+
+# --------------------------------------------------------------------------- run directories
+
+
+def find_results(paths: Iterable[Path | str]) -> list[Path]:
+    """Every ``result.json`` under ``paths`` (at any depth), sorted."""
+    found: set[Path] = set()
+    for p in map(Path, paths):
+        if p.is_file() and p.name == "result.json":
+            found.add(p)
+        elif p.is_dir():
+            found.update(p.rglob("result.json"))
+        elif not p.exists():
+            raise InputError(f"{p}: no such file or directory")
+    return sorted(found)
+
+
+def solver_name(result: EpisodeResult, key: str | None = None) -> str:
+    """The solver of a result: the agent's short name plus the model (``react/openai_gpt-4o``),
+    or the field ``key`` names: ``agent``, ``model``, or a tag."""
+    agent = result.agent.rsplit("/", 1)[-1]
+    if key is None:
+        return f"{agent}/{result.model.replace('/', '_')}" if result.model else agent
+    if key == "agent":
+        return agent
+    if key == "model":
+        return result.model or "(no model)"
+    tag = key.removeprefix("tag:")
+    return result.tags.get(tag, f"(no {tag})")
+
+
+def _subtask_value(values: Mapping[str, float], metric: str | None) -> float | None:
+    if metric is not None and metric in values:
+        return _number(values[metric], "")
+    if len(values) == 1:
+        return _number(next(iter(values.values())), "")
+    return None
+
+
+def _episode_of(result: EpisodeResult, source: str, solver_key: str | None,
+                tasks: dict[str, TaskInfo]) -> Episode:
+    metric = result.primary_metric
+    if metric is None:
+        metric = next(iter(result.metrics), None)
+    if metric is None:
+        metric = next((k for r in result.scores if r.valid for k in r.scores), None)
+    info = tasks.get(result.task_id)
+    if info is None or (info.baseline is None and metric in result.baseline_scores):
+        subs = []
+        for i, raw in enumerate(result.subtasks):
+            if not isinstance(raw, dict) or "id" not in raw:
+                raise InputError(f"{source}: subtasks[{i}]: expected a mapping with an 'id'")
+            sm = raw.get("metric") or metric
+            subs.append(SubtaskInfo(
+                id=str(raw["id"]), metric=sm,
+                direction=result.metrics.get(sm, result.direction)
+                if sm != metric else result.direction,
+                baseline=_number((raw.get("baseline_scores") or {}).get(sm), source),
+                reference=_number((raw.get("reference_scores") or {}).get(sm), source),
+                weight=float(raw.get("weight", 1.0)), primary=bool(raw.get("primary", False))))
+        tasks[result.task_id] = TaskInfo(
+            task=result.task_id, metric=metric, direction=result.direction,  # type: ignore[arg-type]
+            baseline=_number(result.baseline_scores.get(metric), source) if metric else None,
+            reference=_number(result.reference_scores.get(metric), source) if metric else None,
+            subtasks=tuple(subs))
+    info = tasks[result.task_id]
+    values = [r.scores[metric] for r in result.scores
+              if r.valid and metric is not None and metric in r.scores]
+    subtasks: dict[str, float] = {}
+    for rec in result.scores:
+        if not rec.valid:
+            continue
+        for sub in info.subtasks:
+            if sub.id in rec.subtasks:
+                value = _subtask_value(rec.subtasks[sub.id], sub.metric)
+                if value is not None:
+                    subtasks[sub.id] = value
+    run = str(result.seed) if result.seed is not None else result.run_id
+    return Episode(solver=solver_name(result, solver_key), task=result.task_id, run=run,
+                   values=values, subtasks=subtasks, status=str(result.status))
+
+
+def load_runs(paths: Iterable[Path | str], solver_key: str | None = None) -> ScoreData:
+    """Read every ``result.json`` under ``paths``.  Two runs of one solver with the
+    same seed stay separate runs (their run ids differ)."""
+    data = ScoreData()
+    seen: dict[tuple[str, str, str], int] = {}
+    for path in find_results(paths):
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+        try:
+            result = structure(raw, EpisodeResult, str(path), strict=False)
+        except SpecError as exc:
+            raise InputError(str(exc)) from None
+        ep = _episode_of(result, str(path), solver_key, data.tasks)
+        key = (ep.solver, ep.task, ep.run)
+        if key in seen:
+            ep.run = f"{ep.run}:{result.run_id}"
+        seen[key] = 1
+        data.episodes.append(ep)
+    if not data.episodes:
+        shown = ", ".join(str(p) for p in paths) or "(none)"
+        raise InputError(f"{shown}: no result.json found; pass the runs folder written by `rgym run`")
+    return data
+
+
+# --------------------------------------------------------------------------- long format
+
+
+def _long_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, row)`` pairs; ``where`` is ``file: row N`` (1-based data rows)."""
+    if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
+        with path.open(encoding="utf-8") as fh:
+            for n, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"{path}: line {n}: invalid JSON: {exc.msg}") from None
+                if not isinstance(row, dict):
+                    raise InputError(f"{path}: line {n}: expected a JSON object")
+                yield f"{path}: line {n}", row
+        return
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        missing = [c for c in LONG_COLUMNS if c not in header]
+        if missing:
+            raise InputError(f"{path}: row 1 (header): missing column(s) {', '.join(missing)}; "
+                             f"expected {', '.join(LONG_COLUMNS)} [direction, subtask, primary]")
+        for n, row in enumerate(reader, start=2):
+            yield f"{path}: row {n}", row
+
+
+def load_long(path: Path | str, *, baseline: str = "baseline", reference: str = "reference",
+              minimize: Sequence[str] = (), directions: DirectionLookup | None = None) -> ScoreData:
+    """Read a long-format CSV or JSON Lines file (see the module docstring).
+
+    A task's primary metric is the one marked ``primary`` (true/1/yes), else the
+    first metric seen for it outside sub-tasks; a run's attempts are its rows of
+    that metric in file order.  Directions come from the ``direction`` column,
+    else from ``directions`` (the registry), else ``minimize``, else maximise.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    metric_of: dict[str, str] = {}
+    explicit: set[str] = set()
+    direction_of: dict[str, Direction] = {}
+    rows: list[tuple[str, str, str, str, str, float | None]] = []
+    for where, row in _long_rows(path):
+        cells = {}
+        for col in LONG_COLUMNS:
+            value = row.get(col)
+            if value is None or (col != "value" and str(value).strip() == ""):
+                raise InputError(f"{where}: column '{col}': missing value")
+            cells[col] = value
+        task, metric = str(cells["task"]), str(cells["metric"])
+        value = _number(cells["value"], f"{where}: column 'value'")
+        sub = str(row.get("subtask") or "")
+        d = row.get("direction")
+        if d not in (None, ""):
+            direction_of.setdefault(task, _direction(str(d), f"{where}: column 'direction'"))
+        flag = str(row.get("primary") or "").strip().lower()
+        if not sub:
+            if flag in ("true", "1", "yes") and task not in explicit:
+                metric_of[task] = metric
+                explicit.add(task)
+            else:
+                metric_of.setdefault(task, metric)
+        rows.append((str(cells["solver"]), task, str(cells["run"]), metric, sub, value))
+    if not rows:
+        raise InputError(f"{path}: no data rows")
+    return _build_long(rows, metric_of, direction_of, baseline, reference, minimize, directions)
+
+
+def _build_long(rows: list[tuple[str, str, str, str, str, float | None]],
+                metric_of: dict[str, str], direction_of: dict[str, Direction], baseline: str,
+                reference: str, minimize: Sequence[str],
+                directions: DirectionLookup | None) -> ScoreData:
+    episodes: dict[tuple[str, str, str], Episode] = {}
+    special: dict[tuple[str, str, str], float] = {}  # (solver, task, subtask) -> last value
+    sub_metric: dict[tuple[str, str], str] = {}
+    for solver, task, run, metric, sub, value in rows:
+        if sub:
+            sub_metric.setdefault((task, sub), metric)
+        if solver in (baseline, reference):
+            if value is not None and (sub or metric == metric_of.get(task)):
+                special[(solver, task, sub)] = value
+            continue
+        ep = episodes.get((solver, task, run))
+        if ep is None:
+            ep = episodes[(solver, task, run)] = Episode(solver=solver, task=task, run=run)
+        if sub:
+            if value is not None and metric == sub_metric[(task, sub)]:
+                ep.subtasks[sub] = value
+        elif metric == metric_of[task] and value is not None:
+            ep.values.append(value)
+    tasks: dict[str, TaskInfo] = {}
+    for task in sorted({t for _, t, *_ in rows}):
+        direction = direction_of.get(task) or (directions(task) if directions else None)
+        if direction is None:
+            direction = "minimize" if task in minimize else "maximize"
+        subs = tuple(SubtaskInfo(id=s, metric=m, direction=direction,
+                                 baseline=special.get((baseline, t, s)),
+                                 reference=special.get((reference, t, s)))
+                     for (t, s), m in sorted(sub_metric.items()) if t == task)
+        tasks[task] = TaskInfo(task=task, metric=metric_of.get(task), direction=direction,
+                               baseline=special.get((baseline, task, "")),
+                               reference=special.get((reference, task, "")), subtasks=subs)
+    return ScoreData(tasks=tasks, episodes=list(episodes.values()))
+
+
+# --------------------------------------------------------------------------- wide tables
+
+
+@define
+class WideTables:
+    """MLGym's best and last score tables, with each task's direction."""
+
+    best: dict[str, dict[str, float | None]]
+    last: dict[str, dict[str, float | None]]
+    directions: dict[str, Direction]
+    solvers: list[str]
+
+
+def read_wide(path: Path | str) -> tuple[list[str], dict[str, dict[str, float | None]]]:
+    """One wide table: its solver columns and ``{task: {solver: score or None}}``."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if not header or header[0].strip() != "Task":
+            raise InputError(f"{path}: row 1, column 1: expected the header 'Task,<solver>,...', "
+                             f"got {','.join(header or [])[:60]!r}")
+        solvers = [h.strip() for h in header[1:]]
+        for i, s in enumerate(solvers, start=2):
+            if not s:
+                raise InputError(f"{path}: row 1, column {i}: empty solver name")
+        if len(set(solvers)) != len(solvers):
+            dup = sorted({s for s in solvers if solvers.count(s) > 1})
+            raise InputError(f"{path}: row 1: duplicate solver column(s) {', '.join(dup)}")
+        table: dict[str, dict[str, float | None]] = {}
+        for n, row in enumerate(reader, start=2):
+            if not any(c.strip() for c in row):
+                continue
+            if len(row) != len(header):
+                raise InputError(f"{path}: row {n}: expected {len(header)} cells, got {len(row)}")
+            task = row[0].strip()
+            if not task:
+                raise InputError(f"{path}: row {n}, column 1 (Task): missing task name")
+            if task in table:
+                raise InputError(f"{path}: row {n}, column 1 (Task): duplicate task {task!r}")
+            table[task] = {s: _number(c, f"{path}: row {n}, column {i + 2} ({s})")
+                           for i, (s, c) in enumerate(zip(solvers, row[1:], strict=True))}
+    if not table:
+        raise InputError(f"{path}: no task rows")
+    return solvers, table
+
+
+def load_wide(best_path: Path | str, last_path: Path | str, *, baseline: str = "baseline",
+              minimize: Sequence[str] = (), directions: DirectionLookup | None = None) -> WideTables:
+    """Read MLGym's best and last tables.  Rows naming a registered task take its
+    direction (``directions``); the others are maximised unless in ``minimize``."""
+    best_solvers, best = read_wide(best_path)
+    last_solvers, last = read_wide(last_path)
+    for path, solvers in ((best_path, best_solvers), (last_path, last_solvers)):
+        if baseline not in solvers:
+            raise InputError(f"{path}: row 1: no baseline column {baseline!r} "
+                             f"(columns: {', '.join(solvers)}); use --baseline-column")
+    unknown = [m for m in minimize if m not in best and m not in last]
+    if unknown:
+        raise InputError(f"{best_path}: column 1 (Task): --minimize names no row: "
+                         f"{', '.join(unknown)} (rows: {', '.join(best)})")
+    dirs: dict[str, Direction] = {}
+    for task in list(best) + [t for t in last if t not in best]:
+        if task in minimize:
+            dirs[task] = "minimize"
+        else:
+            dirs[task] = (directions(task) if directions else None) or "maximize"
+    solvers = list(dict.fromkeys(best_solvers + last_solvers))
+    return WideTables(best=best, last=last, directions=dirs, solvers=solvers)

@@ -1,0 +1,249 @@
+"""MLGym's performance profiles, AUP and rankings, computed exactly as MLGym does.
+
+Per task, and separately for the best-attempt and last-submission tables:
+
+* a solver is *feasible* when its score is present, at least 0 and at least as
+  good as the baseline's (when the baseline has a score);
+* with ``best``/``worst`` the best and worst feasible scores, a feasible solver's
+  ratio is ``best / score`` for maximised metrics and ``score / best`` for
+  minimised ones (so the best solver has ratio 1);
+* infeasible and missing solvers get ``(1 + epsilon) * worst_ratio``;
+* the task's ``tau_max`` is ``ceil((1 + epsilon) * worst_ratio)``.
+
+The profile of a solver is the fraction of tasks whose ``log10`` ratio is at most
+``tau``, on ``numpy.linspace(0, T, 500)`` with
+``T = ceil(10 * log10(max tau_max over both tables)) / 10``; AUP is the left
+Riemann sum of that step function, rounded to 3 decimals.
+
+Where MLGym is undefined, rgym decides (and the tests pin it down):
+
+* no feasible solver on a task: ``worst_ratio`` is 1, so every solver gets 1.05;
+* a feasible score of exactly 0 whose ratio would divide by zero: solvers tied
+  with the best get ratio 1, the others are treated as infeasible;
+* missing solvers and ties share the average of the rank positions they occupy,
+  so rankings never depend on dict or set order (MLGym's did).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from attrs import define, field
+
+from rgym_core.specs import Direction
+
+EPSILON = 0.05
+GRID_POINTS = 500
+BASELINE = "baseline"
+
+#: ``{task: {solver: score or None}}``; a missing key or ``None``/NaN means no valid run.
+ScoreTable = Mapping[str, Mapping[str, "float | None"]]
+
+
+def _present(value: float | None) -> bool:
+    return value is not None and not math.isnan(value)
+
+
+@define(frozen=True)
+class TaskRatios:
+    """The performance ratios of every solver on one task."""
+
+    task: str
+    direction: Direction
+    ratios: dict[str, float]
+    feasible: tuple[str, ...]
+    best: float | None
+    worst_ratio: float
+    tau_max: int
+
+
+def performance_ratios(task: str, scores: Mapping[str, float | None], solvers: Sequence[str],
+                       direction: Direction, *, baseline: str = BASELINE,
+                       epsilon: float = EPSILON) -> TaskRatios:
+    """MLGym's ``calculate_performance_ratios`` for one task (see the module docstring)."""
+    base = scores.get(baseline)
+    maximize = direction == "maximize"
+    feasible: list[str] = []
+    for solver in sorted(solvers):
+        value = scores.get(solver)
+        if not _present(value) or value < 0.0:
+            continue
+        if _present(base) and (value < base if maximize else value > base):
+            continue
+        feasible.append(solver)
+    ratios: dict[str, float] = {}
+    best: float | None = None
+    if feasible:
+        values = [float(scores[s]) for s in feasible]  # type: ignore[arg-type]
+        best = max(values) if maximize else min(values)
+        for solver, value in zip(feasible, values, strict=True):
+            if value == best:
+                ratios[solver] = 1.0
+            elif maximize:
+                ratios[solver] = best / value if value > 0 else math.inf
+            else:
+                ratios[solver] = value / best if best > 0 else math.inf
+    finite = [r for r in ratios.values() if math.isfinite(r)]
+    worst_ratio = max(finite) if finite else 1.0
+    penalty = worst_ratio * (1 + epsilon)
+    full = {s: ratios[s] if math.isfinite(ratios.get(s, math.inf)) else penalty for s in solvers}
+    return TaskRatios(task=task, direction=direction, ratios=full,
+                      feasible=tuple(s for s in feasible if math.isfinite(ratios[s])),
+                      best=best, worst_ratio=worst_ratio,
+                      tau_max=math.ceil(worst_ratio * (1 + epsilon)))
+
+
+def grid_end(tau_maxes: Sequence[float]) -> float:
+    """T: ``ceil(10 * log10(max tau_max)) / 10`` (MLGym's ``round_up_to_one_decimal``)."""
+    return math.ceil(math.log10(max(tau_maxes)) * 10) / 10
+
+
+def tau_grid(end: float, points: int = GRID_POINTS) -> np.ndarray:
+    """The tau grid in log10 ratio space: ``numpy.linspace(0, end, points)``."""
+    return np.linspace(0, end, num=points)
+
+
+def profile_matrix(ratios: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """rho[i, s]: the fraction of tasks (rows of ``ratios``) whose log10 ratio of
+    solver ``s`` (columns) is at most ``tau[i]``."""
+    n_tasks = ratios.shape[0]
+    if n_tasks == 0:
+        return np.zeros((tau.size, ratios.shape[1]))
+    logs = np.log10(ratios)
+    # Sort each solver's log ratios once, then count with searchsorted: O((T + n) log n).
+    ordered = np.sort(logs, axis=0)
+    counts = np.empty((tau.size, ratios.shape[1]))
+    for s in range(ratios.shape[1]):
+        counts[:, s] = np.searchsorted(ordered[:, s], tau, side="right")
+    return counts / n_tasks
+
+
+def area_under_profiles(profiles: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """Left Riemann sums of each column of ``profiles`` over ``tau`` (not rounded).
+
+    The terms are added left to right (``cumsum``), as MLGym's loop does, so the
+    floating-point result is identical to MLGym's.
+    """
+    if tau.size < 2:
+        return np.zeros(profiles.shape[1])
+    terms = np.diff(tau)[:, None] * profiles[:-1]
+    return np.cumsum(terms, axis=0)[-1]
+
+
+@define(frozen=True)
+class ProfileSet:
+    """The profiles and AUP of every solver for one table (best or last)."""
+
+    tasks: dict[str, TaskRatios]
+    profiles: dict[str, list[float]]
+    aup: dict[str, float]
+
+
+@define(frozen=True)
+class ProfileResult:
+    """Both tables' profiles on their shared grid, and the rankings."""
+
+    solvers: tuple[str, ...]
+    tasks: tuple[str, ...]
+    end: float
+    tau: list[float]
+    best: ProfileSet
+    last: ProfileSet
+    rankings: dict[str, dict[str, list[str]]] = field(factory=dict)
+
+    def aup_rows(self) -> list[dict[str, float | str]]:
+        """``[{"solver", "best_aup", "last_aup"}]``, best first (ties by name)."""
+        rows = [{"solver": s, "best_aup": self.best.aup[s], "last_aup": self.last.aup[s]}
+                for s in self.solvers]
+        return sorted(rows, key=lambda r: (-r["best_aup"], -r["last_aup"], r["solver"]))
+
+
+def _solvers_of(tables: Sequence[ScoreTable], solvers: Sequence[str] | None,
+                baseline: str) -> tuple[str, ...]:
+    if solvers is not None:
+        names = set(solvers)
+    else:
+        names = {s for table in tables for row in table.values() for s in row}
+    if any(baseline in row for table in tables for row in table.values()):
+        names.add(baseline)
+    return tuple(sorted(names))
+
+
+def compute_profiles(best: ScoreTable, last: ScoreTable, directions: Mapping[str, Direction], *,
+                     solvers: Sequence[str] | None = None, baseline: str = BASELINE,
+                     epsilon: float = EPSILON, points: int = GRID_POINTS) -> ProfileResult:
+    """Performance profiles, AUP and rankings of the best-attempt and
+    last-submission tables, as MLGym computes them.
+
+    ``directions`` gives each task's direction (tasks absent from it are
+    maximised).  ``solvers`` defaults to every solver in either table; the
+    baseline is included whenever a table has it.
+    """
+    names = _solvers_of([best, last], solvers, baseline)
+    tasks = tuple(sorted(set(best) | set(last)))
+    if not tasks:
+        raise ValueError("no tasks to score: the score tables are empty")
+    per_table: dict[str, dict[str, TaskRatios]] = {}
+    for label, table in (("best", best), ("last", last)):
+        per_table[label] = {
+            t: performance_ratios(t, table.get(t, {}), names, directions.get(t, "maximize"),
+                                  baseline=baseline, epsilon=epsilon)
+            for t in tasks}
+    end = grid_end([r.tau_max for rs in per_table.values() for r in rs.values()])
+    tau = tau_grid(end, points)
+    sets: dict[str, ProfileSet] = {}
+    for label, ratios in per_table.items():
+        matrix = np.array([[ratios[t].ratios[s] for s in names] for t in tasks], dtype=float)
+        rho = profile_matrix(matrix, tau)
+        areas = area_under_profiles(rho, tau)
+        sets[label] = ProfileSet(
+            tasks=ratios,
+            profiles={s: rho[:, i].tolist() for i, s in enumerate(names)},
+            aup={s: round(float(areas[i]), 3) for i, s in enumerate(names)})
+    rankings = {"best": rank_solvers(best, directions, names),
+                "last": rank_solvers(last, directions, names)}
+    return ProfileResult(solvers=names, tasks=tasks, end=end, tau=tau.tolist(),
+                         best=sets["best"], last=sets["last"], rankings=rankings)
+
+
+def task_ranks(scores: Mapping[str, float | None], solvers: Sequence[str],
+               direction: Direction) -> dict[str, float]:
+    """1-based rank positions on one task; ties and the missing solvers (placed
+    last) share the average of the positions they occupy."""
+    present = sorted(((float(scores[s]), s) for s in solvers if _present(scores.get(s))),
+                     key=lambda p: -p[0] if direction == "maximize" else p[0])
+    ranks: dict[str, float] = {}
+    position = 1
+    i = 0
+    while i < len(present):
+        j = i
+        while j + 1 < len(present) and present[j + 1][0] == present[i][0]:
+            j += 1
+        shared = position + (j - i) / 2
+        for k in range(i, j + 1):
+            ranks[present[k][1]] = shared
+        position += j - i + 1
+        i = j + 1
+    missing = [s for s in solvers if s not in ranks]
+    for s in missing:
+        ranks[s] = position + (len(missing) - 1) / 2
+    return ranks
+
+
+def rank_solvers(table: ScoreTable, directions: Mapping[str, Direction],
+                 solvers: Sequence[str]) -> dict[str, list[str]]:
+    """MLGym's two rankings over tasks: ``mean_rank`` (its "Plackett-Luce" row:
+    solvers by mean rank position) and ``borda`` (by the sum over tasks of
+    ``n - rank + 1``, with ``n`` solvers).  Ties in the final order go by name."""
+    n = len(solvers)
+    totals = {s: 0.0 for s in solvers}
+    tasks = sorted(table)
+    for t in tasks:
+        for s, r in task_ranks(table[t], solvers, directions.get(t, "maximize")).items():
+            totals[s] += r
+    mean = {s: totals[s] / len(tasks) if tasks else 0.0 for s in solvers}
+    borda = {s: len(tasks) * (n + 1) - totals[s] for s in solvers}
+    return {"mean_rank": sorted(solvers, key=lambda s: (mean[s], s)),
+            "borda": sorted(solvers, key=lambda s: (-borda[s], s))}

@@ -1,0 +1,137 @@
+"""ResearchGym-style rates and normalisations, per solver and task.
+
+* *completion*: a run completed a sub-task when it produced a valid result for
+  it; a task without declared sub-tasks is its own single sub-task, completed by
+  any valid score of the primary metric;
+* *completion rate*: the weighted fraction of sub-tasks a run completed, averaged
+  over runs;
+* *improvement rate*: the fraction of runs whose last submission beats the
+  baseline (failed runs do not);
+* *normalised performance*: ``score / reference`` for maximised metrics and
+  ``reference / score`` for minimised ones (1 means matching the reference/SOTA);
+* *RE-Bench normalisation*: ``(score - baseline) / (reference - baseline)``
+  (baseline 0, reference 1; it is direction-aware by construction).
+
+For a task with sub-tasks, a run's normalised value is its primary sub-task's
+when one is marked primary, otherwise the weighted mean over sub-tasks with an
+uncompleted sub-task counting 0.  ``*_at_k`` is the best over runs (Best@k).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from attrs import define, field
+
+from rgym_core.scoring.episodes import Episode, SubtaskInfo, TaskInfo, clean
+from rgym_core.specs import Direction, is_better
+
+
+@define(frozen=True)
+class TaskRates:
+    """ResearchGym's figures for one solver on one task (see the module docstring)."""
+
+    solver: str
+    task: str
+    runs: int
+    completion_rate: float
+    improvement_rate: float | None
+    normalized_at_k: float | None
+    normalized_mean: float | None
+    rebench_at_k: float | None
+    rebench_mean: float | None
+    subtask_completion: dict[str, float] = field(factory=dict)
+    subtask_normalized_at_k: dict[str, float | None] = field(factory=dict)
+
+
+def normalized(score: float | None, reference: float | None, direction: Direction) -> float | None:
+    """``score / reference`` (maximise) or ``reference / score`` (minimise);
+    ``None`` when either is missing or the division is undefined."""
+    if score is None or reference is None:
+        return None
+    num, den = (score, reference) if direction == "maximize" else (reference, score)
+    return num / den if den != 0 else None
+
+
+def rebench(score: float | None, baseline: float | None, reference: float | None) -> float | None:
+    """RE-Bench's linear normalisation: baseline 0, reference 1."""
+    if score is None or baseline is None or reference is None or reference == baseline:
+        return None
+    return (score - baseline) / (reference - baseline)
+
+
+def _mean(values: list[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def _combine(per_sub: dict[str, float | None], subtasks: tuple[SubtaskInfo, ...]) -> float | None:
+    """One run's value over sub-tasks: the primary's, or the weighted mean (missing = 0)."""
+    primary = [s for s in subtasks if s.primary]
+    if primary:
+        return per_sub.get(primary[0].id)
+    if all(v is None for v in per_sub.values()):
+        return None
+    total = math.fsum(s.weight for s in subtasks)
+    return math.fsum((per_sub.get(s.id) or 0.0) * s.weight for s in subtasks) / total
+
+
+def _best(values: list[float]) -> float | None:
+    return max(values) if values else None
+
+
+def task_rates(solver: str, info: TaskInfo, episodes: list[Episode]) -> TaskRates:
+    """The rates of one solver's runs on one task."""
+    runs = len(episodes)
+    improve: list[bool] = []
+    norm: list[float] = []
+    rb: list[float] = []
+    completion: list[float] = []
+    sub_done: dict[str, int] = defaultdict(int)
+    sub_norm: dict[str, list[float]] = defaultdict(list)
+    for ep in episodes:
+        values = clean(ep.values)
+        last = values[-1] if values else None
+        if info.baseline is not None:
+            improve.append(last is not None and is_better(last, info.baseline, info.direction))
+        if info.subtasks:
+            weights = math.fsum(s.weight for s in info.subtasks)
+            done = [s for s in info.subtasks if s.id in ep.subtasks
+                    and not math.isnan(ep.subtasks[s.id])]
+            completion.append(math.fsum(s.weight for s in done) / weights)
+            per_norm: dict[str, float | None] = {}
+            per_rb: dict[str, float | None] = {}
+            for s in info.subtasks:
+                value = ep.subtasks.get(s.id) if s in done else None
+                sub_done[s.id] += value is not None
+                per_norm[s.id] = normalized(value, s.reference, s.direction)
+                per_rb[s.id] = rebench(value, s.baseline, s.reference)
+                if per_norm[s.id] is not None:
+                    sub_norm[s.id].append(per_norm[s.id])  # type: ignore[arg-type]
+            n, r = _combine(per_norm, info.subtasks), _combine(per_rb, info.subtasks)
+        else:
+            completion.append(1.0 if last is not None else 0.0)
+            n = normalized(last, info.reference, info.direction)
+            r = rebench(last, info.baseline, info.reference)
+        if n is not None:
+            norm.append(n)
+        if r is not None:
+            rb.append(r)
+    return TaskRates(
+        solver=solver, task=info.task, runs=runs,
+        completion_rate=_mean(completion) or 0.0,
+        improvement_rate=(sum(improve) / len(improve)) if improve else None,
+        normalized_at_k=_best(norm), normalized_mean=_mean(norm),
+        rebench_at_k=_best(rb), rebench_mean=_mean(rb),
+        subtask_completion={s.id: sub_done[s.id] / runs for s in info.subtasks} if runs else {},
+        subtask_normalized_at_k={s.id: _best(sub_norm[s.id]) for s in info.subtasks})
+
+
+def all_rates(episodes: Iterable[Episode], tasks: Mapping[str, TaskInfo]) -> list[TaskRates]:
+    """Rates for every (solver, task) pair, sorted by task then solver."""
+    groups: dict[tuple[str, str], list[Episode]] = defaultdict(list)
+    for ep in episodes:
+        groups[(ep.task, ep.solver)].append(ep)
+    return [task_rates(solver, tasks.get(task, TaskInfo(task)), eps)
+            for (task, solver), eps in sorted(groups.items())]

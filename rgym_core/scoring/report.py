@@ -1,0 +1,200 @@
+"""Showing a :class:`~rgym_core.scoring.api.ScoreReport`: rich tables, JSON,
+CSV, and the performance-profile plot."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from rgym_core.scoring.api import ScoreReport
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if abs(value) < 1e6 else f"{value:.3g}"
+
+
+def _pm(mean: float | None, se: float | None) -> str:
+    if mean is None:
+        return "-"
+    return _fmt(mean) if se is None else f"{_fmt(mean)} ± {_fmt(se)}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def tables(report: ScoreReport) -> list[Table]:
+    """The rich tables ``rgym score`` prints, in order."""
+    out: list[Table] = []
+    tasks = report.profiles.tasks
+    p = report.profiles
+    scores = Table(title="Scores per task: best attempt and last submission, best of k runs",
+                   box=box.SIMPLE_HEAD)
+    scores.add_column("task (direction)", no_wrap=True)
+    scores.add_column("solver", no_wrap=True)
+    if report.summaries:
+        for col in ("runs", "failed", "best@k", "last@k", "best mean ± se", "last mean ± se"):
+            scores.add_column(col, justify="right", no_wrap=True)
+    else:
+        for col in ("best", "last", "ratio best", "ratio last"):
+            scores.add_column(col, justify="right", no_wrap=True)
+    by_key = {(s.task, s.solver): s for s in report.summaries}
+    for t in tasks:
+        arrow = "max" if report.tasks[t].direction == "maximize" else "min"
+        solvers = sorted(p.solvers, key=lambda s: (s != report.baseline, s))
+        for i, solver in enumerate(solvers):
+            label = (f"{t} ({arrow})" if i == 0 else "", solver)
+            s = by_key.get((t, solver))
+            if report.summaries:
+                if s is None:
+                    b = report.best_table.get(t, {}).get(solver)
+                    cells = ("", "", _fmt(b), _fmt(b), "", "")
+                else:
+                    cells = (str(s.runs), str(s.failed), _fmt(s.best_at_k), _fmt(s.last_at_k),
+                             _pm(s.best_mean, s.best_se), _pm(s.last_mean, s.last_se))
+            else:
+                cells = (_fmt(report.best_table.get(t, {}).get(solver)),
+                         _fmt(report.last_table.get(t, {}).get(solver)),
+                         _fmt(p.best.tasks[t].ratios[solver]),
+                         _fmt(p.last.tasks[t].ratios[solver]))
+            scores.add_row(*label, *cells, end_section=i == len(solvers) - 1)
+    out.append(scores)
+
+    aup = Table(title=f"AUP (maximum T = {p.end:g})", box=box.SIMPLE_HEAD)
+    aup.add_column("solver", no_wrap=True)
+    aup.add_column("Best AUP", justify="right")
+    aup.add_column("Last AUP", justify="right")
+    for row in p.aup_rows():
+        aup.add_row(str(row["solver"]), f"{row['best_aup']:.3f}", f"{row['last_aup']:.3f}")
+    out.append(aup)
+
+    ranks = Table(title="Rankings over tasks", box=box.SIMPLE_HEAD)
+    ranks.add_column("#", justify="right")
+    for col in ("best: mean rank", "best: Borda", "last: mean rank", "last: Borda"):
+        ranks.add_column(col, no_wrap=True)
+    r = p.rankings
+    for i in range(len(p.solvers)):
+        ranks.add_row(str(i + 1), r["best"]["mean_rank"][i], r["best"]["borda"][i],
+                      r["last"]["mean_rank"][i], r["last"]["borda"][i])
+    out.append(ranks)
+
+    if report.rates:
+        rates = Table(title="ResearchGym rates (normalised: score vs reference; RE-Bench: "
+                            "baseline 0, reference 1)", box=box.SIMPLE_HEAD)
+        rates.add_column("task", no_wrap=True)
+        rates.add_column("solver", no_wrap=True)
+        for col in ("runs", "completed", "improved", "norm@k", "norm mean", "RE-Bench@k",
+                    "RE-Bench mean"):
+            rates.add_column(col, justify="right", no_wrap=True)
+        for x in report.rates:
+            rates.add_row(x.task, x.solver, str(x.runs), _pct(x.completion_rate),
+                          _pct(x.improvement_rate), _fmt(x.normalized_at_k),
+                          _fmt(x.normalized_mean), _fmt(x.rebench_at_k), _fmt(x.rebench_mean))
+        out.append(rates)
+    return out
+
+
+def print_tables(report: ScoreReport, console: Console | None = None) -> None:
+    """Print every table to ``console`` (stdout by default)."""
+    console = console or Console(width=None if sys.stdout.isatty() else 160)
+    for t in tables(report):
+        console.print(t)
+
+
+def to_json(report: ScoreReport) -> str:
+    """The report as JSON text."""
+    return json.dumps(report.to_data(), indent=2, allow_nan=False, default=str)
+
+
+def to_csv(report: ScoreReport) -> str:
+    """The report's numbers as one long CSV: ``table,task,solver,field,value``.
+
+    ``table`` is ``best``/``last`` (best-of-k scores and ratios), ``summary``,
+    ``aup``, ``rank_best``/``rank_last`` (positions) or ``rates``.
+    """
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["table", "task", "solver", "field", "value"])
+    p = report.profiles
+
+    def cell(v: Any) -> Any:
+        return "" if v is None else v
+
+    for label, table, ps in (("best", report.best_table, p.best), ("last", report.last_table,
+                                                                   p.last)):
+        for t in p.tasks:
+            for s in p.solvers:
+                w.writerow([label, t, s, "score", cell(table.get(t, {}).get(s))])
+                w.writerow([label, t, s, "ratio", ps.tasks[t].ratios[s]])
+            w.writerow([label, t, "", "tau_max", ps.tasks[t].tau_max])
+    for s in report.summaries:
+        for f in ("runs", "failed", "best_at_k", "last_at_k", "best_mean", "best_se", "last_mean",
+                  "last_se"):
+            w.writerow(["summary", s.task, s.solver, f, cell(getattr(s, f))])
+    w.writerow(["aup", "", "", "T", p.end])
+    for row in p.aup_rows():
+        w.writerow(["aup", "", row["solver"], "best_aup", row["best_aup"]])
+        w.writerow(["aup", "", row["solver"], "last_aup", row["last_aup"]])
+    for label in ("best", "last"):
+        for kind, order in p.rankings[label].items():
+            for i, s in enumerate(order, start=1):
+                w.writerow([f"rank_{label}", "", s, kind, i])
+    for x in report.rates:
+        for f in ("runs", "completion_rate", "improvement_rate", "normalized_at_k",
+                  "normalized_mean", "rebench_at_k", "rebench_mean"):
+            w.writerow(["rates", x.task, x.solver, f, cell(getattr(x, f))])
+    return buf.getvalue()
+
+
+def plot_profiles(report: ScoreReport, path: Path | str) -> Path:
+    """Write the best-attempt and last-submission profiles as one figure (PNG, SVG
+    or PDF by the file's suffix)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    p = report.profiles
+    order = [str(r["solver"]) for r in p.aup_rows()]
+    cmap = plt.get_cmap("tab10")
+    styles = ["-", "--", "-."]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+    panels = (("Best attempt", p.best), ("Last submission", p.last))
+    handles = []
+    for ax, (title, ps) in zip(axes, panels, strict=True):
+        handles = []
+        for i, solver in enumerate(order):
+            is_base = solver == report.baseline
+            (line,) = ax.step(p.tau, ps.profiles[solver], where="post",
+                              color="black" if is_base else cmap(i % cmap.N),
+                              linestyle=":" if is_base else styles[(i // cmap.N) % len(styles)],
+                              linewidth=2.2 if is_base else 1.8)
+            handles.append(line)
+        ax.set_title(f"{title} profile (best of k runs)")
+        ax.set_xlabel("τ: log10 of the performance ratio")
+        ax.set_xlim(0, p.end)
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("fraction of tasks with log10 ratio ≤ τ")
+    labels = [f"{s}  {p.best.aup[s]:.3f} / {p.last.aup[s]:.3f}" for s in order]
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
+               title="solver  Best / Last AUP", title_fontsize=8, frameon=False)
+    n = len(p.tasks)
+    fig.suptitle(f"Performance profiles over {n} task{'s' if n != 1 else ''} "
+                 f"(higher is better; AUP maximum = T = {p.end:g})")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    return path

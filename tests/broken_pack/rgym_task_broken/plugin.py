@@ -1,0 +1,1 @@
+raise ImportError("this pack is broken on purpose")

@@ -1,0 +1,216 @@
+"""The local sandbox: the conformance suite plus what is particular to it."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rgym_core.sandbox import SandboxConfig, SandboxError, WorkspaceLayout, truncate_output
+from rgym_core.sandboxes.local import AGENT_USER, LocalSandbox, _Collector
+from rgym_core.testing.conformance import SandboxConformance
+
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="the agent user exists only when run as root")
+
+
+@pytest.fixture
+def make_sandbox():
+    made: list[LocalSandbox] = []
+
+    def factory(layout: WorkspaceLayout | None = None, **overrides: object) -> LocalSandbox:
+        box = LocalSandbox(SandboxConfig(run_id="test/local", **overrides))  # type: ignore[arg-type]
+        made.append(box)
+        box.start(layout or WorkspaceLayout())
+        return box
+
+    yield factory
+    for box in made:
+        box.cleanup()
+
+
+class TestLocalConformance(SandboxConformance):
+    pass
+
+
+# -- local specifics ----------------------------------------------------------------
+
+
+@needs_root
+def test_agent_user_is_unprivileged(make_sandbox) -> None:
+    box = make_sandbox()
+    assert box.run("id -un").output.strip() == AGENT_USER
+    assert box.run("id -G").output.split() == [box.run("id -g").output.strip()]
+    assert box.exec(["id", "-un"]).output.strip() == AGENT_USER
+    assert os.stat(box.workspace).st_uid == box.user.pw_uid
+    assert box.run("touch /etc/rgym-should-not-exist").exit_code != 0
+
+
+def test_python_is_the_runner_interpreter(make_sandbox) -> None:
+    box = make_sandbox()
+    result = box.run("command -v python; python -c 'import sys, attrs; print(sys.executable)'")
+    assert result.exit_code == 0, result.output
+    lines = result.output.split()
+    assert Path(lines[0]).parent == Path(sys.executable).parent
+    assert lines[1] == sys.executable
+
+
+def test_environment_is_clean(make_sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RGYM_TEST_SECRET_KEY", "sk-should-not-leak")
+    box = make_sandbox(env={"EXTRA": "given"})
+    result = box.run("env")
+    assert "sk-should-not-leak" not in result.output
+    assert "EXTRA=given" in result.output
+    assert box.run("echo $HOME").output.strip() == box.workspace
+
+
+def test_background_job_survives_a_later_timeout(make_sandbox) -> None:
+    box = make_sandbox()
+    assert box.run("sleep 60 & echo $! > bg.pid").exit_code == 0
+    assert box.run("sleep 60", timeout=0.3).timed_out
+    pid = int(box.read_file("bg.pid"))
+    assert box.run(f"kill -0 {pid}").exit_code == 0
+
+
+def test_exit_restarts_in_the_same_folder(make_sandbox) -> None:
+    box = make_sandbox()
+    box.run("mkdir -p a && cd a")
+    result = box.run("exit 4")
+    assert result.exit_code == 4 and "session ended" in result.output
+    again = box.run("pwd")
+    assert again.exit_code == 0
+    assert "new shell session" in again.output
+    assert again.output.splitlines()[-1] == f"{box.workspace}/a"
+
+
+def test_stuck_shell_says_variables_were_reset(make_sandbox) -> None:
+    box = make_sandbox()
+    box.run("export V=1")
+    result = box.run("while :; do :; done", timeout=0.3)
+    assert result.timed_out and "reset" in result.output
+    assert box.run("echo ${V:-unset}").output == "unset\n"
+
+
+def test_cleanup_removes_the_workspace(make_sandbox) -> None:
+    box = make_sandbox()
+    box.run("mkdir -p deep/er && echo x > deep/er/f")
+    folder = Path(box.workspace).parent
+    assert folder.is_dir()
+    box.cleanup()
+    assert not folder.exists()
+    with pytest.raises(SandboxError):
+        box.run("echo too late")
+
+
+def test_work_root_is_used(make_sandbox, tmp_path: Path) -> None:
+    root = Path("/tmp") / f"rgym-work-root-{os.getpid()}"
+    try:
+        box = make_sandbox(work_root=root)
+        assert Path(box.workspace).parent.parent == root
+        assert box.run("echo ok").output == "ok\n"
+    finally:
+        box.cleanup()
+        root.rmdir()
+
+
+@needs_root
+def test_unreachable_work_root_is_a_clear_error(make_sandbox, tmp_path: Path) -> None:
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    with pytest.raises(SandboxError, match="work_root"):
+        make_sandbox(work_root=closed)
+
+
+@needs_root
+def test_datasets_are_owned_by_root(make_sandbox, tmp_path: Path) -> None:
+    from rgym_core.specs import PreparedDataset
+
+    public = tmp_path / "pub"
+    public.mkdir()
+    (public / "f.csv").write_text("a\n")
+    os.chmod(public / "f.csv", 0o600)
+    box = make_sandbox(WorkspaceLayout(datasets={"data": PreparedDataset("d", public)}))
+    st = os.stat(Path(box.workspace) / "data" / "f.csv")
+    assert (st.st_uid, st.st_mode & 0o777) == (0, 0o644)
+    assert os.stat(public / "f.csv").st_mode & 0o777 == 0o600  # the source is untouched
+
+
+@needs_root
+def test_exec_cwd_is_entered_as_the_agent(make_sandbox, tmp_path: Path) -> None:
+    closed = tmp_path / "closed"  # under pytest's root-only temp folder
+    closed.mkdir()
+    (closed / "f.txt").write_text("hidden")
+    box = make_sandbox()
+    with pytest.raises(PermissionError):
+        box.exec(["cat", "f.txt"], cwd=str(closed))
+    with pytest.raises(FileNotFoundError):
+        box.exec(["ls"], cwd="no-such-folder")
+    box.run("mkdir -p sub")
+    assert box.exec(["pwd"], cwd="sub").output.strip() == f"{box.workspace}/sub"
+
+
+@needs_root
+@pytest.mark.slow
+def test_suite_passes_for_an_ordinary_user() -> None:
+    """Run part of this module as the unprivileged user, so the local backend's
+    non-root mode (same user, read-only datasets by mode bits) is exercised too."""
+    repo = Path(__file__).resolve().parents[1]
+    probe = subprocess.run(["runuser", "-u", AGENT_USER, "--", sys.executable, "-c",
+                            "import rgym_core.sandboxes.local"], capture_output=True, cwd=repo)
+    if probe.returncode != 0:
+        pytest.skip(f"{AGENT_USER} cannot import rgym_core from {repo}")
+    proc = subprocess.run(
+        ["runuser", "-u", AGENT_USER, "--", "env", "HOME=/tmp", sys.executable, "-m", "pytest",
+         "-q", "-p", "no:cacheprovider", __file__, "-k",
+         "read_only or copy_in or cleanup_kills or python_is"],
+        capture_output=True, text=True, cwd=repo, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout
+
+
+def test_describe(make_sandbox) -> None:
+    facts = make_sandbox().describe()
+    assert facts["cpus"] >= 1 and facts["gpus"] >= 0 and facts["network"] == "host"
+    assert "GiB" in facts["memory"]
+
+
+def test_unused_sandbox_cleans_up() -> None:
+    LocalSandbox(SandboxConfig(run_id="never-started")).cleanup()
+
+
+def test_run_before_start_is_an_error() -> None:
+    with pytest.raises(SandboxError, match="start"):
+        LocalSandbox(SandboxConfig(run_id="x")).run("echo")
+
+
+# -- the output collector ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_collector_truncates_as_truncate_output(seed: int) -> None:
+    rng = random.Random(seed)
+    alphabet = ["a", "b", "\n", "é", "日", "🙂"]
+    text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 60_000)))
+    limit = rng.choice([0, 1, 10, 300, 5000, 100_000])
+    data = text.encode()
+    tag = b"__M__"
+    collector = _Collector(limit, b"\n" + tag + b" ", b" " + tag + b"\n")
+    stream = data + b"\n" + tag + b" 3 /some where " + tag + b"\nafter"
+    pos, done = 0, False
+    while pos < len(stream) and not done:
+        step = rng.randrange(1, 9000)
+        done = collector.feed(stream[pos:pos + step])
+        pos += step
+    assert done
+    assert collector.done()[:2] == (3, "/some where")
+    assert collector.text() == truncate_output(text, limit)
+
+
+def test_many_commands_in_a_row(make_sandbox) -> None:
+    box = make_sandbox()
+    for i in range(300):
+        assert box.run(f"echo {i}; echo err{i} >&2").output == f"{i}\nerr{i}\n"
