@@ -13,7 +13,7 @@ from typing import Any
 from attrs import define, field
 
 
-class ExitStatus(str, enum.Enum):
+class ExitStatus(enum.StrEnum):
     """The fixed vocabulary of how an episode ended.
 
     ``submitted``: the agent called ``submit`` and the grader scored it.
@@ -41,9 +41,6 @@ class ExitStatus(str, enum.Enum):
     @property
     def graded(self) -> bool:
         return self in (ExitStatus.SUBMITTED,) or self.value.startswith("autosubmitted")
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @define

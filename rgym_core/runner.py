@@ -387,10 +387,10 @@ class Episode:
             try:
                 action = _call(agent.act, observation)
             except BudgetExceeded as exc:
-                self.writer.write("agent_stop", {"reason": exc.kind, "message": str(exc)})
+                self._agent_stopped(exc, exc.kind)
                 return exc.kind
             except AgentFormatError as exc:
-                self.writer.write("agent_stop", {"reason": "format_error", "message": str(exc)})
+                self._agent_stopped(exc, "format_error")
                 return "format_error"
             except KeyboardInterrupt:
                 raise
@@ -429,6 +429,16 @@ class Episode:
                 return "cost"
             if budget.token_limit is not None and self.status.usage.tokens >= budget.token_limit:
                 return "tokens"
+
+    def _agent_stopped(self, exc: Exception, reason: str) -> None:
+        """Record an agent's stop, counting the model usage of its unfinished action
+        (agents attach ``usage`` and ``llm_calls`` to the exception)."""
+        usage = getattr(exc, "usage", None)
+        if usage is not None:
+            self.status.usage.add(usage)
+        self.writer.write("agent_stop", {"reason": reason, "message": str(exc),
+                                         "usage": unstructure(usage) if usage is not None else None,
+                                         "llm_calls": getattr(exc, "llm_calls", [])})
 
     def _execute(self, action: Action, ctx: ToolContext) -> Observation:
         self._pending_info = {"tool": action.tool}

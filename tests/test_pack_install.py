@@ -9,7 +9,6 @@ import venv
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_cli, run_json
 
 

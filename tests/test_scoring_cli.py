@@ -107,3 +107,21 @@ def test_malformed_input_is_one_line(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.strip() == (f"Error: {bad}: row 2, column 3 (a): expected a number, "
                                    f"got 'oops'")
+
+
+def test_score_real_demo_runs(tmp_path):
+    runs = tmp_path / "runs"
+    for seed in ("1", "2"):
+        proc = subprocess.run([sys.executable, "-m", "rgym_core.cli", "run", "rgym/demo",
+                               "--agent", "scripted", "--seed", seed, "--runs-dir", str(runs)],
+                              capture_output=True, text=True, timeout=300)
+        assert (runs / "rgym__demo").is_dir(), proc.stdout + proc.stderr
+    plot = tmp_path / "demo.svg"
+    proc = subprocess.run([sys.executable, "-m", "rgym_core.cli", "score", str(runs), "--plot",
+                           str(plot)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for title in ("Scores per task", "AUP (maximum T =", "Rankings over tasks",
+                  "ResearchGym rates"):
+        assert title in proc.stdout
+    assert "rgym/demo (max)" in proc.stdout and "scripted" in proc.stdout
+    assert plot.read_text().lstrip().startswith("<?xml")

@@ -221,12 +221,14 @@ def _kill_matching(match: Callable[[int], bool], exclude: set[int] | None = None
         found = [p for p in _pids() if p not in skip and _stat(p) is not None and match(p)]
         if not found:
             break
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
+        # Stop them all first, so none runs again to report a dying child.
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in found:
+                try:
+                    os.kill(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    continue
+                killed += sig == signal.SIGKILL
         time.sleep(0.002)
     return killed
 
@@ -634,10 +636,9 @@ class LocalSandbox(Sandbox):
                     else 1
             output, truncated = collector.text()
             if timed_out and done is not None:
-                # Killed processes may still be reporting; keep that out of the next command.
-                self._pending += self._drain(0.05)
-                output += self._pending.decode("utf-8", "replace")[:4000]
-                self._pending = b""
+                # The shell reports killed jobs before its next command: one empty round
+                # trip keeps those lines out of the next command's output.
+                output += self._sync().decode("utf-8", "replace")[-4000:]
             return ExecResult(exit_code=exit_code, output=note + output + suffix,
                               timed_out=timed_out, truncated=truncated,
                               duration_s=time.monotonic() - began)
@@ -686,19 +687,22 @@ class LocalSandbox(Sandbox):
 
         return _kill_matching(match)
 
-    def _drain(self, quiet_s: float) -> bytes:
-        """Read what the shell prints until it has been quiet for ``quiet_s``."""
-        assert self._poll is not None
-        data = bytearray()
-        while self._poll.poll(int(quiet_s * 1000)) and len(data) < _READ_SIZE:
-            try:
-                chunk = os.read(self._out_fd, _READ_SIZE)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                break
-            data += chunk
-        return bytes(data)
+    def _sync(self) -> bytes:
+        """Run an empty command; return what the shell printed before its marker."""
+        collector = _Collector(0, self._start_tag, self._end_tag)
+        collector.feed(self._pending)
+        self._pending = b""
+        try:
+            self._write(b"__rgym_done $?\n")
+        except BrokenPipeError:
+            return b""
+        if collector.marker is None and self._read_until_marker(
+                collector, time.monotonic() + _SHELL_GRACE_S) != "done":
+            return bytes(collector.buf)
+        done = collector.done()
+        assert done is not None and collector.marker is not None
+        self._pending = done[2]
+        return bytes(collector.buf[:collector.marker[0]])
 
     def _restart(self, why: str) -> str:
         _close_shell(self._state)

@@ -146,14 +146,15 @@ class SandboxConformance:
             self, make_sandbox: MakeSandbox) -> None:
         box = make_sandbox()
         _run_ok(box, "mkdir -p w && cd w && export KEEP=yes")
-        result = box.run("echo started; (sleep 1; echo x > $HOME/child) & "
-                         "( (sleep 1; echo x > $HOME/grandchild) & ); sleep 60", timeout=0.5)
+        ws = box.workspace
+        result = box.run(f"echo started; (sleep 1; echo x > {ws}/child) & "
+                         f"( (sleep 1; echo x > {ws}/grandchild) & ); sleep 60", timeout=0.5)
         assert result.timed_out and result.exit_code == 124
         assert not result.ok
         assert "started" in result.output
         assert _run_ok(box, "pwd; echo $KEEP") == f"{box.workspace}/w\nyes\n"
         time.sleep(1.5)  # the killed processes would have written by now
-        assert _run_ok(box, "ls -A $HOME") .split() == ["w"]
+        assert _run_ok(box, f"ls -A {ws}").split() == ["w"]
 
     def test_stuck_shell_is_restarted_in_its_cwd(self, make_sandbox: MakeSandbox) -> None:
         box = make_sandbox()

@@ -194,8 +194,11 @@ class ReactAgent:
             self.history.add(assistant)
             self._pending_call_id = action.call_id
             return action
-        raise AgentFormatError(f"the model gave {len(errors)} replies that could not be run "
-                               f"(last: {errors[-1]})")
+        error = AgentFormatError(f"the model gave {len(errors)} replies that could not be run "
+                                 f"(last: {errors[-1]})")
+        error.usage = usage  # type: ignore[attr-defined]
+        error.llm_calls = calls  # type: ignore[attr-defined]
+        raise error
 
     def _parse(self, response: ModelResponse) -> tuple[Action, dict[str, Any]]:
         """The action and the assistant message to keep; raises CommandFormatError."""

@@ -78,8 +78,9 @@ def test_requeries_then_format_error(server):
     assert "vim" in server.requests[3].json["messages"][-1]["content"]
     # the failed exchanges are not kept: the next request holds one assistant reply
     server.add(*[Reply(text="still no command")] * 4)
-    with pytest.raises(AgentFormatError, match="4 replies"):
+    with pytest.raises(AgentFormatError, match="4 replies") as info:
         agent.act(Observation(output="a b c"))
+    assert info.value.usage.calls == 4 and len(info.value.llm_calls) == 4
     roles = [m["role"] for m in server.requests[4].json["messages"]]
     assert roles == ["system", "user", "assistant", "user"]
     assert len(server.requests) == 8

@@ -17,13 +17,14 @@ from rgym_llm.testing import FakeLLMServer
 KEY = "sk-e2e-NEVER-WRITE-ME-9f8e7d"
 
 
-def run_rgym(tmp_path: Path, server: FakeLLMServer, *extra: str, price: str = "{input: 2, output: 10}"):
+def run_rgym(tmp_path: Path, server: FakeLLMServer, *extra: str, price: str = "{input: 2, output: 10}",
+             base_url: str | None = None):
     prices = tmp_path / "prices.yaml"
     prices.write_text(f"test-model: {price}\n")
     env = {**os.environ, "RGYM_PRICES": str(prices), "OPENAI_API_KEY": KEY}
     proc = subprocess.run(
         [sys.executable, "-m", "rgym_core.cli", "run", "rgym/demo", "--agent", "react",
-         "--model", "openai-compatible/test-model", "--base-url", server.base_url,
+         "--model", "openai-compatible/test-model", "--base-url", base_url or server.base_url,
          "--runs-dir", str(tmp_path / "runs"), "--json", *extra],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=180)
     assert proc.stdout.strip(), proc.stderr[-3000:]
@@ -50,7 +51,9 @@ def assert_key_never_written(run_dir: Path) -> None:
 def test_react_episode_end_to_end(tmp_path, mode, script):
     replies = script()
     with FakeLLMServer(replies) as server:
-        result, records, run_dir = run_rgym(tmp_path, server, "--agent-option", f"mode={mode}")
+        # tools mode takes the bare http://127.0.0.1:PORT a vLLM user may type (/v1 is added)
+        result, records, run_dir = run_rgym(tmp_path, server, "--agent-option", f"mode={mode}",
+                                            base_url=server.url if mode == "tools" else None)
         requests = list(server.requests)
     assert server.errors == []
     assert len(requests) == len(replies)  # every scripted reply was asked for, none more

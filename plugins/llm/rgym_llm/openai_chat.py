@@ -2,7 +2,8 @@
 API (vLLM, Ollama, OpenRouter, a LiteLLM proxy, llama.cpp, SGLang...).
 
 ``base_url`` is given as OpenAI's own clients take it, ending in ``/v1``; the
-client POSTs to ``{base_url}/chat/completions``.
+client POSTs to ``{base_url}/chat/completions``.  A bare ``http://host:port``
+(no path at all) gets ``/v1`` appended, since every such server serves the API there.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 from rgym_core.models import ModelResponse, ToolCall
 from rgym_core.records import Usage
@@ -47,6 +49,12 @@ class OpenAIChatClient(ChatClient):
     key_envs = ("OPENAI_API_KEY",)
     #: OpenAI's own API takes ``max_completion_tokens``; compatible servers ``max_tokens``.
     max_tokens_field = "max_tokens"
+
+    def __init__(self, model: str, **kwargs: Any) -> None:
+        base = kwargs.get("base_url")
+        if base and urlsplit(base).path in ("", "/"):
+            kwargs["base_url"] = base.rstrip("/") + "/v1"
+        super().__init__(model, **kwargs)
 
     def _endpoint(self) -> str:
         return f"{self.base_url}/chat/completions"

@@ -174,3 +174,14 @@ def test_connection_refused_is_retried_then_clear(make_client):
     with pytest.raises(ModelConnectionError) as info:
         client.complete(MESSAGES)
     assert "is the server running?" in str(info.value) and "gave up after 2 attempts" in str(info.value)
+
+
+def test_bare_host_and_port_gets_v1(server, sleeps):
+    from rgym_llm.openai_chat import OpenAIChatClient
+
+    server.add(Reply(text="ok"))
+    client = OpenAIChatClient("test-model", provider="openai-compatible", base_url=server.url,
+                              sleep=sleeps.append)
+    assert client.base_url == server.base_url
+    client.complete(MESSAGES)
+    assert server.requests[0].path == "/v1/chat/completions"

@@ -60,14 +60,14 @@ def test_paraphrased_queries_find_their_note_first(embedder: MiniLMEmbedder) -> 
 
 
 def test_semantic_ranking_survives_the_hnsw_switch(embedder: MiniLMEmbedder) -> None:
-    store = MemoryStore(embedder, IndexConfig(background=False, approx_threshold=100,
-                                              merge_every=50))
+    store = MemoryStore(embedder, IndexConfig(background=False, approx_threshold=40,
+                                              merge_every=20))
     fillers = [f"Run {i}: changed hyperparameter set {i % 13} and logged metric {i % 7}."
-               for i in range(150)]
+               for i in range(60)]
     for key in NOTES:
         store.write(NOTES[key], [key])
     store.add([MemoryRecord(text=t, tags=("filler",)) for t in fillers], embedder.embed(fillers))
-    assert store.index.mode == "hnsw" and store.index.approx_count >= 100
+    assert store.index.mode == "hnsw" and store.index.approx_count >= 40
     for key in ("lr", "oom", "leak", "ens"):
         assert store.read(QUERIES[key], k=5)[0].record.tags == (key,)
     hits = store.read(QUERIES["lr"], k=3, tags=["filler"])

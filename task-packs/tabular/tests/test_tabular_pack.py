@@ -20,12 +20,12 @@ from pathlib import Path
 
 import attrs
 import pytest
+from rgym_task_tabular import plugin, prepare
+from rgym_task_tabular.datasource import cached_build, raw_files
 
 from rgym_core.datasets import DatasetError
 from rgym_core.packs import load_dataset, load_task
 from rgym_core.registry import load_registry
-from rgym_task_tabular import plugin, prepare
-from rgym_task_tabular.datasource import cached_build, raw_files
 
 PACK = Path(__file__).resolve().parents[1]
 TASKS = PACK / "rgym_task_tabular" / "tasks"
@@ -146,7 +146,7 @@ def file_server(tmp_path):
     root.mkdir()
     server = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), functools.partial(_Files, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield root, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
