@@ -636,8 +636,8 @@ class LocalSandbox(Sandbox):
                     else 1
             output, truncated = collector.text()
             if timed_out and done is not None:
-                # The shell reports killed jobs before its next command: one empty round
-                # trip keeps those lines out of the next command's output.
+                # The shell reports killed jobs before its next command: one more round
+                # trip keeps such lines out of the next command's output.
                 output += self._sync().decode("utf-8", "replace")[-4000:]
             return ExecResult(exit_code=exit_code, output=note + output + suffix,
                               timed_out=timed_out, truncated=truncated,
@@ -693,7 +693,8 @@ class LocalSandbox(Sandbox):
         collector.feed(self._pending)
         self._pending = b""
         try:
-            self._write(b"__rgym_done $?\n")
+            # `jobs -n` reaps the killed jobs and takes their "Killed" notices.
+            self._write(b"jobs -n >/dev/null 2>&1; __rgym_done $?\n")
         except BrokenPipeError:
             return b""
         if collector.marker is None and self._read_until_marker(

@@ -8,18 +8,25 @@ ResearchGym's rates and normalisations (:mod:`~rgym_core.scoring.rates`).
 Inputs are read by :mod:`~rgym_core.scoring.inputs`, shown by
 :mod:`~rgym_core.scoring.report`; :mod:`~rgym_core.scoring.api` ties them
 together and :mod:`~rgym_core.scoring.cli` is ``rgym score``.
+
+The names below are imported lazily, so ``rgym --help`` does not load numpy.
 """
 
-from rgym_core.scoring.api import (
-    ScoreReport,
-    score_data,
-    score_long,
-    score_runs,
-    score_tables_data,
-    score_wide,
-)
-from rgym_core.scoring.inputs import InputError
-from rgym_core.scoring.profiles import compute_profiles
+from __future__ import annotations
 
-__all__ = ["InputError", "ScoreReport", "compute_profiles", "score_data", "score_long",
-           "score_runs", "score_tables_data", "score_wide"]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "ScoreReport": "api", "score_data": "api", "score_long": "api", "score_runs": "api",
+    "score_tables_data": "api", "score_wide": "api", "InputError": "inputs",
+    "compute_profiles": "profiles",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"rgym_core.scoring.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'rgym_core.scoring' has no attribute {name!r}")

@@ -209,9 +209,14 @@ def load_runs(paths: Iterable[Path | str], solver_key: str | None = None) -> Sco
 # --------------------------------------------------------------------------- long format
 
 
-def _long_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(where, row)`` pairs; ``where`` is ``file: row N`` (1-based data rows)."""
+_OPTIONAL = ("direction", "subtask", "primary")
+_Cells = tuple[Any, ...]  # solver, task, run, metric, value, direction, subtask, primary
+
+
+def _long_rows(path: Path) -> Iterator[tuple[int, _Cells]]:
+    """``(row or line number, cells)`` of a long-format file, in order."""
     if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
+        keys = LONG_COLUMNS + _OPTIONAL
         with path.open(encoding="utf-8") as fh:
             for n, line in enumerate(fh, start=1):
                 if not line.strip():
@@ -222,17 +227,23 @@ def _long_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                     raise InputError(f"{path}: line {n}: invalid JSON: {exc.msg}") from None
                 if not isinstance(row, dict):
                     raise InputError(f"{path}: line {n}: expected a JSON object")
-                yield f"{path}: line {n}", row
+                yield n, tuple(row.get(k) for k in keys)
         return
     with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames or []
+        reader = csv.reader(fh)
+        header = [h.strip() for h in next(reader, [])]
         missing = [c for c in LONG_COLUMNS if c not in header]
         if missing:
             raise InputError(f"{path}: row 1 (header): missing column(s) {', '.join(missing)}; "
                              f"expected {', '.join(LONG_COLUMNS)} [direction, subtask, primary]")
+        index = [header.index(c) if c in header else None for c in LONG_COLUMNS + _OPTIONAL]
+        width = len(header)
         for n, row in enumerate(reader, start=2):
-            yield f"{path}: row {n}", row
+            if len(row) < width:
+                if not any(row):
+                    continue
+                row = row + [""] * (width - len(row))
+            yield n, tuple(row[i] if i is not None else None for i in index)
 
 
 def load_long(path: Path | str, *, baseline: str = "baseline", reference: str = "reference",
@@ -247,31 +258,43 @@ def load_long(path: Path | str, *, baseline: str = "baseline", reference: str = 
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
+    unit = "line" if path.suffix.lower() in (".jsonl", ".ndjson", ".json") else "row"
     metric_of: dict[str, str] = {}
     explicit: set[str] = set()
     direction_of: dict[str, Direction] = {}
+    seen_direction: dict[str, Direction] = {}
     rows: list[tuple[str, str, str, str, str, float | None]] = []
-    for where, row in _long_rows(path):
-        cells = {}
-        for col in LONG_COLUMNS:
-            value = row.get(col)
-            if value is None or (col != "value" and str(value).strip() == ""):
-                raise InputError(f"{where}: column '{col}': missing value")
-            cells[col] = value
-        task, metric = str(cells["task"]), str(cells["metric"])
-        value = _number(cells["value"], f"{where}: column 'value'")
-        sub = str(row.get("subtask") or "")
-        d = row.get("direction")
-        if d not in (None, ""):
-            direction_of.setdefault(task, _direction(str(d), f"{where}: column 'direction'"))
-        flag = str(row.get("primary") or "").strip().lower()
+    for n, cells in _long_rows(path):
+        solver, task, run, metric, text, d, sub, flag = cells
+        for col, value in zip(LONG_COLUMNS[:4], (solver, task, run, metric), strict=True):
+            if value is None or value == "" or (isinstance(value, str) and not value.strip()):
+                raise InputError(f"{path}: {unit} {n}: column '{col}': missing value")
+        if text is None:
+            raise InputError(f"{path}: {unit} {n}: column 'value': missing value")
+        if isinstance(text, str):
+            try:
+                value = float(text) if text else None
+            except ValueError:
+                value = _number(text, f"{path}: {unit} {n}: column 'value'")
+            if value is not None and math.isnan(value):
+                value = None
+        else:
+            value = _number(text, f"{path}: {unit} {n}: column 'value'")
+        task, metric = str(task), str(metric)
+        if d:
+            parsed = seen_direction.get(d)
+            if parsed is None:
+                parsed = seen_direction[d] = _direction(str(d), f"{path}: {unit} {n}: column "
+                                                                f"'direction'")
+            direction_of.setdefault(task, parsed)
+        sub = str(sub) if sub else ""
         if not sub:
-            if flag in ("true", "1", "yes") and task not in explicit:
+            if flag and str(flag).strip().lower() in ("true", "1", "yes") and task not in explicit:
                 metric_of[task] = metric
                 explicit.add(task)
-            else:
-                metric_of.setdefault(task, metric)
-        rows.append((str(cells["solver"]), task, str(cells["run"]), metric, sub, value))
+            elif task not in metric_of:
+                metric_of[task] = metric
+        rows.append((str(solver), task, str(run), metric, sub, value))
     if not rows:
         raise InputError(f"{path}: no data rows")
     return _build_long(rows, metric_of, direction_of, baseline, reference, minimize, directions)

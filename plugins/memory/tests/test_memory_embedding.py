@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from rgym_tools_memory.embedders import MiniLMEmbedder, make_embedder
 from rgym_tools_memory.index import IndexConfig
 from rgym_tools_memory.store import MemoryRecord, MemoryStore

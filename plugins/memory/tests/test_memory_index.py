@@ -6,7 +6,6 @@ import threading
 
 import numpy as np
 import pytest
-
 from rgym_tools_memory.embedders import HashingEmbedder, normalise
 from rgym_tools_memory.index import IndexConfig, VectorIndex, recall_at_k
 from rgym_tools_memory.store import MemoryStore, clean_tags

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from rgym_tools_memory.embedders import HashingEmbedder
 from rgym_tools_memory.index import IndexConfig
 from rgym_tools_memory.persistence import MemoryPersistenceError, load_store, save_store

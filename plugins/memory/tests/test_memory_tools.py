@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rgym_tools_memory.session import MemorySettings
+from rgym_tools_memory.tools import MemoryReadTool, MemoryWriteTool, memory_tools
+
 from rgym_core.records import ScoreRecord
 from rgym_core.registry import load_registry
 from rgym_core.sandbox import SandboxConfig, WorkspaceLayout
 from rgym_core.sandboxes.local import LocalSandbox
 from rgym_core.specs import Metric, TaskSpec
 from rgym_core.tools import ToolContext, ToolError
-
-from rgym_tools_memory.session import MemorySettings
-from rgym_tools_memory.tools import MemoryReadTool, MemoryWriteTool, memory_tools
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from docker_testlib import TEST_LABELS, client_or_skip, leftovers, episode_image  # noqa: E402
+from docker_testlib import TEST_LABELS, client_or_skip, episode_image, leftovers  # noqa: E402
 
 from rgym_core.sandbox import SandboxConfig, WorkspaceLayout  # noqa: E402
 

@@ -8,7 +8,6 @@ import os
 from typing import Any
 
 import pytest
-
 from rgym_sandbox_docker import images, lifecycle
 
 #: Every container and volume the tests cause carries this label.

@@ -66,13 +66,14 @@ def layout(tmp_path: Path) -> WorkspaceLayout:
 
 def test_grader_files_never_enter_the_agent_container(make_sandbox, task_dir: Path, layout,
                                                       tmp_path: Path) -> None:
-    box = make_sandbox(layout)
+    box = make_sandbox(layout, env={"TOKEN": HIDDEN})
     grader = Grader(load_task(task_dir), box, {}, tmp_path / "run", isolated=True)
     record = grader.grade("validate", 1)
     assert record.valid and record.scores == {"acc": 0.0}
     assert record.details["uid"] == 1000  # ran as the agent user of a separate container
-    found = box.run(f"grep -rl {HIDDEN} / 2>/dev/null | head -5; find / -name evaluate.py "
-                    f"2>/dev/null | grep -v /opt/rgym/venv | head -5", timeout=60)
+    found = box.run("grep -rl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev "
+                    "--exclude-dir=usr \"$TOKEN\" / 2>/dev/null | head -5; find / -xdev -name "
+                    "evaluate.py 2>/dev/null | grep -v /opt/rgym/venv | head -5", timeout=60)
     assert HIDDEN not in found.output and "evaluate.py" not in found.output, found.output
 
 

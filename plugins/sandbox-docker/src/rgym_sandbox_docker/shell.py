@@ -7,9 +7,10 @@ Protocol.  Each command travels as one line::
 
 ``eval`` runs in the shell itself, so ``cd`` and variables persist.
 ``__rgym_post`` prints a done-marker line ``MARK EXIT TIMEDOUT CWD`` whose
-``MARK`` is a random token of the session.  ``__rgym_pre`` starts a watchdog
-inside the container (a subshell blocked in ``read -t`` on a private FIFO, so it
-costs no extra process); when it fires it runs :data:`KILLER`, which kills every
+``MARK`` is a random token of the session.  ``__rgym_pre`` arms a watchdog that
+lives in the container for the whole session (a background subshell of the
+shell, blocked in the ``read -t`` builtin on a private FIFO: arming and disarming
+cost two ``printf`` builtins, no process); when it fires it runs :data:`KILLER`, which kills every
 process the command started (its whole tree, daemons included: every process of
 the shell's user younger than the command, except the shell) and, if the shell itself is still
 busy (a loop of builtins), the shell too.  The host waits a little longer than
@@ -41,10 +42,13 @@ KEEP_BYTES = 1 << 20
 KILLER = r"""
 import os, signal, sys, time
 shell, t0, done, cid, grace, flag = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5]), sys.argv[6]
-try:
-    open(flag, "w").close()
-except OSError:
-    pass
+def touch(path):
+    if path != "/dev/null":
+        try:
+            open(path, "w").close()
+        except OSError:
+            pass
+touch(flag)
 skip = {os.getpid(), os.getppid(), shell, 1}
 try:
     owner = os.stat("/proc/%d" % shell).st_uid
@@ -88,14 +92,15 @@ for _ in range(20):
     if not rest:
         break
     signal_all(rest, signal.SIGKILL)
+touch(flag + ".swept" if flag != "/dev/null" else flag)  # the shell waits for this
 if grace < 0:
     sys.exit(0)
 end = time.time() + grace
 while time.time() < end:
     try:
-        if open(done).read().strip() == cid:
+        if int(open(done).read().strip() or 0) >= int(cid):
             sys.exit(0)
-    except OSError:
+    except (OSError, ValueError):
         pass
     time.sleep(0.05)
 try:
@@ -126,30 +131,64 @@ def ansi_c_quote(text: str) -> str:
 
 
 def _init_script(mark: str, state_dir: str, workdir: str) -> str:
+    # fd 60: the watchdog's orders (arm ID MICROSECONDS T0 / disarm ID); fd 61: a FIFO
+    # nobody writes, for sleeping with the `read -t` builtin.
     return f"""exec 2>&1
 set +o history
 __rgym_dir={state_dir}
-mkdir -p "$__rgym_dir" && mkfifo "$__rgym_dir/fifo" && exec 9<>"$__rgym_dir/fifo"
+mkdir -p "$__rgym_dir" && mkfifo "$__rgym_dir/orders" "$__rgym_dir/idle" \
+  && exec 60<>"$__rgym_dir/orders" 61<>"$__rgym_dir/idle"
 __rgym_mark={mark}
 __rgym_killer={ansi_c_quote(KILLER)}
+__rgym_watch() {{
+  local cmd id arg t0 armed= deadline=0 left secs d
+  while :; do
+    if [[ -n $armed ]]; then
+      left=$(( deadline - ${{EPOCHREALTIME/[.,]/}} ))
+      if (( left <= 0 )); then
+        : > "$__rgym_dir/timeout.$armed"
+        d=0; read -r d < "$__rgym_dir/done" 2>/dev/null
+        if (( d >= armed )); then
+          : > "$__rgym_dir/timeout.$armed.swept"
+        else
+          python3 -c "$__rgym_killer" $$ "$t0" "$__rgym_dir/done" "$armed" {SHELL_GRACE_S} \
+            "$__rgym_dir/timeout.$armed"
+        fi
+        armed=
+        continue
+      fi
+      printf -v secs '%d.%06d' $(( left / 1000000 )) $(( left % 1000000 ))
+      read -r -t "$secs" -u 60 cmd id arg t0b || continue
+    else
+      read -r -u 60 cmd id arg t0b || {{ read -t 1 -u 61; continue; }}
+    fi
+    case $cmd in
+      arm) armed=$id; t0=$t0b; deadline=$(( ${{EPOCHREALTIME/[.,]/}} + arg )) ;;
+      disarm) [[ $armed == "$id" ]] && armed= ;;
+    esac
+  done
+}}
+__rgym_watch </dev/null >/dev/null 2>&1 &
+disown $! 2>/dev/null
 __rgym_pre() {{
-  __rgym_t0=$EPOCHREALTIME; __rgym_w=
-  if [[ $1 != 0 ]]; then
-    {{ read -t "$1" -u 9 2>/dev/null; (( $? > 128 )) || sleep "$1"
-       exec python3 -c "$__rgym_killer" $$ "$__rgym_t0" "$__rgym_dir/done" "$2" {SHELL_GRACE_S} \\
-         "$__rgym_dir/timeout.$2" >/dev/null 2>&1; }} &
-    __rgym_w=$!; disown $__rgym_w 2>/dev/null
-  fi
+  [[ $1 != 0 ]] && printf 'arm %s %s %s\n' "$2" "$1" "${{EPOCHREALTIME/,/.}}" >&60
 }}
 __rgym_post() {{
-  local ec=$1 to=0
-  [[ -n $__rgym_w && ! -e $__rgym_dir/timeout.$2 ]] && kill -9 "$__rgym_w" 2>/dev/null
-  printf '%s\\n' "$2" > "$__rgym_dir/done"
-  [[ -e $__rgym_dir/timeout.$2 ]] && to=1
-  printf '\\n%s %s %s %s\\n' "$__rgym_mark" "$ec" "$to" "$PWD"
+  local ec=$1 to=0 i
+  printf 'disarm %s\n' "$2" >&60
+  printf '%s\n' "$2" > "$__rgym_dir/done"
+  if [[ -e $__rgym_dir/timeout.$2 ]]; then
+    to=1
+    for (( i = 0; i < 500; i++ )); do
+      [[ -e $__rgym_dir/timeout.$2.swept ]] && break
+      read -t 0.01 -u 61 2>/dev/null
+    done
+  fi
+  printf '\n%s %s %s %s\n' "$__rgym_mark" "$ec" "$to" "$PWD"
 }}
+printf '0\n' > "$__rgym_dir/done"
 cd {ansi_c_quote(workdir)} 2>/dev/null
-printf '\\n%s %s %s %s\\n' "$__rgym_mark" "$$" 0 "$PWD"
+printf '\n%s %s %s %s\n' "$__rgym_mark" "$$" 0 "$PWD"
 """
 
 
@@ -264,7 +303,7 @@ class ShellSession:
         assert self.stream is not None
         self._counter += 1
         cid = str(self._counter)
-        t_arg = "0" if timeout is None else f"{max(timeout, 0.001):.3f}"
+        t_arg = "0" if timeout is None else str(max(int(timeout * 1e6), 1000))
         line = f"__rgym_pre {t_arg} {cid}; eval {ansi_c_quote(command)} </dev/null; __rgym_post $? {cid}\n"
         started = time.monotonic()
         t0 = time.time()

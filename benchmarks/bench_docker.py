@@ -1,0 +1,111 @@
+"""Docker sandbox figures, side by side (prints them; asserts nothing).
+
+    python benchmarks/bench_docker.py [--n 200] [--base rgym-local-base:latest]
+
+* round trip of `echo hi` through the persistent shell (one attached exec session)
+  versus a fresh exec per action (the SDK's `exec_run`, and the `docker exec` CLI);
+* episode start with a built image: container created, workspace laid out
+  (starter files and a dataset), shell started and the first observation returned.
+Targets (issue 7): the persistent shell at least 20x faster than `docker exec`;
+episode start under 1 second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from rgym_sandbox_docker import images, lifecycle
+from rgym_sandbox_docker.sandbox import DockerSandbox
+
+from rgym_core.sandbox import SandboxConfig, WorkspaceLayout
+from rgym_core.specs import PreparedDataset
+
+LABELS = {"rgym.bench": "docker"}
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def _layout(root: Path) -> WorkspaceLayout:
+    starter = root / "starter"
+    starter.mkdir()
+    for i in range(20):
+        (starter / f"file{i}.py").write_text(f"print({i})\n" * 50)
+    public = root / "public"
+    public.mkdir()
+    (public / "train.csv").write_text("x,y\n" + "".join(f"{i},{2 * i}\n" for i in range(20000)))
+    return WorkspaceLayout(starter=starter, datasets={"data": PreparedDataset("b/d", public)})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=200, help="round trips per method")
+    parser.add_argument("--starts", type=int, default=10, help="episode starts to time")
+    parser.add_argument("--base", default=None, help="base image (default $RGYM_DOCKER_BASE)")
+    args = parser.parse_args()
+
+    client = lifecycle.docker_client()
+    image = images.task_image(client, [], base=args.base)
+    box = DockerSandbox(SandboxConfig(run_id="bench", image=image, labels=LABELS))
+    try:
+        box.start(WorkspaceLayout())
+        for _ in range(10):
+            box.run("echo hi", timeout=60)
+        shell = []
+        for _ in range(args.n):
+            t = time.perf_counter()
+            result = box.run("echo hi", timeout=60)
+            shell.append(time.perf_counter() - t)
+            assert result.output == "hi\n"
+        sdk = []
+        for _ in range(max(20, args.n // 4)):
+            t = time.perf_counter()
+            out = box.container.exec_run(["echo", "hi"], user="agent")
+            sdk.append(time.perf_counter() - t)
+            assert out.output == b"hi\n"
+        cli = []
+        if shutil.which("docker"):
+            for _ in range(max(20, args.n // 4)):
+                t = time.perf_counter()
+                subprocess.run(["docker", "exec", "-u", "agent", box.container.id, "echo", "hi"],
+                               check=True, capture_output=True)
+                cli.append(time.perf_counter() - t)
+    finally:
+        box.cleanup()
+
+    starts = []
+    with tempfile.TemporaryDirectory() as tmp:
+        layout = _layout(Path(tmp))
+        for i in range(args.starts):
+            t = time.perf_counter()
+            box = DockerSandbox(SandboxConfig(run_id=f"bench-start-{i}", image=image,
+                                              labels=LABELS))
+            try:
+                box.start(layout)
+                first = box.run("ls", timeout=60)
+                starts.append(time.perf_counter() - t)
+                assert "train.py" not in first.output and "data" in first.output
+            finally:
+                box.cleanup()
+
+    s_ms = _median_ms(shell)
+    print(f"image: {image}")
+    print(f"{'echo hi, persistent shell':<44} median {s_ms:8.2f} ms  (n={len(shell)})")
+    print(f"{'echo hi, fresh exec (SDK exec_run)':<44} median {_median_ms(sdk):8.2f} ms  "
+          f"(n={len(sdk)}, {_median_ms(sdk) / s_ms:5.0f}x slower)")
+    if cli:
+        print(f"{'echo hi, fresh `docker exec` (CLI)':<44} median {_median_ms(cli):8.2f} ms  "
+              f"(n={len(cli)}, {_median_ms(cli) / s_ms:5.0f}x slower)")
+    print(f"{'episode start (create to first observation)':<44} median "
+          f"{_median_ms(starts):8.2f} ms  (n={len(starts)}, max {max(starts) * 1000:.0f} ms)")
+
+
+if __name__ == "__main__":
+    main()
