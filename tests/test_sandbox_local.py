@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -170,6 +172,53 @@ def test_suite_passes_for_an_ordinary_user() -> None:
         capture_output=True, text=True, cwd=repo, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout
+
+
+@needs_root
+def test_interpreter_behind_a_closed_folder_gets_traverse_only(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from rgym_core.sandboxes import local
+
+    closed = Path(tempfile.mkdtemp(prefix="rgym-closed-"))  # 0700, like /root
+    try:
+        (closed / "bin").mkdir(mode=0o755)
+        (closed / "bin" / "python").symlink_to(os.path.realpath(sys.executable))
+        monkeypatch.setattr(sys, "executable", str(closed / "bin" / "python"))
+        monkeypatch.setattr(local, "_reachable", set())
+        user = local.ensure_agent_user()
+        with caplog.at_level("WARNING", logger=local.__name__):
+            changed = local.ensure_interpreter_reachable(user)
+        assert changed == [str(closed)]
+        assert os.stat(closed).st_mode & 0o777 == 0o701  # traverse, never read
+        assert str(closed) in caplog.text
+        assert local.ensure_interpreter_reachable(user) == []  # once per process
+    finally:
+        shutil.rmtree(closed)
+
+
+def test_forgotten_sandbox_is_cleaned_up_at_exit(tmp_path: Path) -> None:
+    script = tmp_path / "forget.py"
+    script.write_text(
+        "from rgym_core.sandbox import SandboxConfig, WorkspaceLayout\n"
+        "from rgym_core.sandboxes.local import LocalSandbox\n"
+        "box = LocalSandbox(SandboxConfig(run_id='forgotten'))\n"
+        "box.start(WorkspaceLayout())\n"
+        "box.run('(setsid sleep 300 &); sleep 300 &')\n"
+        "print(box.workspace, box.sandbox_id)\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    workspace, sandbox_id = proc.stdout.split()
+    assert not Path(workspace).exists()
+    needle = f"RGYM_SANDBOX_ID={sandbox_id}".encode()
+    left = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if needle in Path(f"/proc/{name}/environ").read_bytes():
+                left.append(name)
+        except OSError:
+            pass
+    assert left == []
 
 
 def test_describe(make_sandbox) -> None:

@@ -415,7 +415,6 @@ class LocalSandbox(Sandbox):
         self._cwd = ""
         self._counter = 0
         self._pending = b""
-        self._note = ""
         self._poll: select.poll | None = None
         marker = f"__RGYM_DONE_{uuid.uuid4().hex}__"
         self._start_tag = f"\n{marker} ".encode()
@@ -425,8 +424,8 @@ class LocalSandbox(Sandbox):
     # -- lifecycle --------------------------------------------------------------
 
     @property
-    def as_root(self) -> bool:
-        """True when agent commands run as a separate unprivileged user."""
+    def has_agent_user(self) -> bool:
+        """True when agent commands run as a separate unprivileged user (rgym runs as root)."""
         return self.user is not None
 
     def start(self, layout: WorkspaceLayout) -> None:
@@ -463,7 +462,7 @@ class LocalSandbox(Sandbox):
         probe = self._as_agent(["sh", "-c", 'cd "$1" && test -w .', "probe", self.workspace])
         if probe.returncode != 0:
             raise SandboxError(
-                f"the agent user '{AGENT_USER}' cannot enter the workspace {self.workspace} "
+                f"the agent user '{self.user.pw_name if self.user else '?'}' cannot enter the workspace {self.workspace} "
                 f"({probe.stderr.decode(errors='replace').strip() or 'not writable'}): a folder "
                 "above it is closed to other users; choose a work_root they can traverse "
                 "(e.g. under /tmp)", reason="workspace")
@@ -618,7 +617,7 @@ class LocalSandbox(Sandbox):
                 # With nothing to kill, the shell itself is busy (a builtin loop, `wait`).
                 grace = _SHELL_GRACE_S if killed else 0.25
                 state = self._read_until_marker(collector, time.monotonic() + grace)
-                if state != "done":
+                if state == "timeout":
                     suffix = self._restart_stuck()
             if state == "eof":
                 suffix = self._shell_ended()

@@ -24,10 +24,12 @@ cleans up every sandbox it made when the test ends::
         pass
 
 The tests only use the :class:`~rgym_core.sandbox.Sandbox` interface and
-ordinary shell tools (``sh``, ``cat``, ``ls``, ``id``, ``stat``-free
-``test``), never paths of the host, except through the overridable helpers
+ordinary tools inside the sandbox (``sh``, ``cat``, ``ls``, ``id``, ``grep``,
+``setsid``, ``test -O``), never host paths, except through the helpers a
+backend may override: :meth:`SandboxConformance.has_user_isolation`,
 :meth:`SandboxConformance.make_root_only_file` and
-:meth:`SandboxConformance.leftover_processes`.
+:meth:`SandboxConformance.leftover_processes`.  Tests that need a separate
+agent user skip, with the reason, where the backend cannot provide one.
 """
 
 from __future__ import annotations

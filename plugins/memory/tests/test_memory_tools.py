@@ -20,9 +20,9 @@ from rgym_core.tools import ToolContext, ToolError
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[LocalSandbox]:
-    box = LocalSandbox(SandboxConfig(run_id="memtest", task_id="test/memory",
-                                     work_root=tmp_path / "sandbox"))
+def sandbox() -> Iterator[LocalSandbox]:
+    # the default work root (the system temp folder) is one the agent user can traverse
+    box = LocalSandbox(SandboxConfig(run_id="memtest", task_id="test/memory"))
     box.start(WorkspaceLayout())
     yield box
     box.cleanup()

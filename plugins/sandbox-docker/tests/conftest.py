@@ -11,7 +11,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from docker_testlib import TEST_LABELS, client_or_skip, episode_image, leftovers  # noqa: E402
+from docker_testlib import (  # noqa: E402
+    TEST_LABELS,
+    client_or_skip,
+    episode_image,
+    in_ci,
+    leftovers,
+)
 
 from rgym_core.sandbox import SandboxConfig, WorkspaceLayout  # noqa: E402
 
@@ -63,3 +69,13 @@ def test_env(image: str) -> dict[str, str]:
     env["RGYM_DOCKER_LABELS"] = ",".join(f"{k}={v}" for k, v in TEST_LABELS.items())
     env["RGYM_DOCKER_BASE"] = base_image(client_or_skip())
     return env
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
+    """In CI (CI=true) a skipped Docker test is a failure: Docker must really run there."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and in_ci() and item.get_closest_marker("docker") is not None:
+        report.outcome = "failed"
+        report.longrepr = f"CI=true: Docker test skipped ({report.longrepr}); it must run in CI"

@@ -197,3 +197,51 @@ def test_test_containers_are_labelled(make_sandbox, docker_client) -> None:
     attrs = docker_client.api.inspect_container(box.container.id)["HostConfig"]
     assert attrs["NetworkMode"] == "none"
     assert "no-new-privileges" in attrs["SecurityOpt"]
+
+
+def test_a_dead_container_is_a_clear_sandbox_error(make_sandbox, docker_client) -> None:
+    from rgym_core.sandbox import SandboxError
+
+    box = make_sandbox()
+    docker_client.containers.get(box.container.id).kill()
+    with pytest.raises(SandboxError) as info:
+        box.run("echo hi", timeout=30)
+    assert info.value.reason == "exited"
+    with pytest.raises(SandboxError):
+        box.exec(["echo", "hi"], timeout=30)
+
+
+def test_allowed_network_gets_an_interface(make_sandbox) -> None:
+    box = make_sandbox(network=True)  # no traffic is sent: the interface list only
+    interfaces = box.run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '", timeout=30)
+    assert sorted(interfaces.output.split()) == ["eth0", "lo"]
+    assert box.describe()["network"] is True
+
+
+def test_grader_timeout_in_its_container(make_sandbox, tmp_path: Path, docker_client) -> None:
+    box = make_sandbox(run_id="grade-timeout")
+    (tmp_path / "eval" / "grader").mkdir(parents=True)
+    (tmp_path / "eval" / "grader" / "evaluate.py").write_text("import time; time.sleep(60)\n")
+    result = box.grade(tmp_path / "eval", ["python3", "grader/evaluate.py"], timeout=1,
+                       env={"RGYM_SCORES_FILE": "/eval/scores.json"})
+    assert result.timed_out and result.exit_code == 124
+    assert not docker_client.containers.list(all=True, filters={"label": [
+        "rgym.run_id=grade-timeout", "rgym.role=grader"]})
+
+
+def test_host_backstop_when_the_agent_kills_the_watchdog(make_sandbox) -> None:
+    box = make_sandbox()
+    killed = box.run("for p in /proc/[0-9]*; do n=${p#/proc/}; "
+                     "[ \"$n\" != $$ ] && grep -q '^bash' $p/cmdline 2>/dev/null "
+                     "&& kill -9 $n && echo killed; done; true", timeout=30)
+    assert "killed" in killed.output  # the watchdog is gone
+    result = box.run("mkdir -p d && cd d && sleep 600", timeout=0.5)
+    assert result.timed_out and result.exit_code == 124
+    assert box.run("pwd", timeout=30).output.splitlines()[-1] == f"{box.workspace}/d"
+
+
+def test_deleted_working_directory_after_restart(make_sandbox) -> None:
+    box = make_sandbox()
+    box.run("mkdir gone && cd gone", timeout=30)
+    box.run("rmdir ../gone; exit 1", timeout=30)
+    assert box.run("echo $PWD", timeout=30).output.splitlines()[-1] == box.workspace

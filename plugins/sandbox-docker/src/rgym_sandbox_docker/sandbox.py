@@ -17,9 +17,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from rgym_core.sandbox import (
     truncate_output,
 )
 from rgym_sandbox_docker import archives, images, lifecycle
-from rgym_sandbox_docker.execstream import run_collect
+from rgym_sandbox_docker.execstream import StreamClosed, run_collect
 from rgym_sandbox_docker.shell import KILLER, ShellSession
 
 WORKSPACE = "/home/agent/workspace"
@@ -144,16 +145,33 @@ class DockerSandbox(Sandbox):
             raise SandboxError("the sandbox is not running (start() was not called or it was "
                                "cleaned up)", "closed")
 
+    @contextlib.contextmanager
+    def _engine_errors(self) -> Iterator[None]:
+        """Turn an engine error of a dead container into a :class:`SandboxError`."""
+        import docker.errors
+
+        try:
+            yield
+        except (docker.errors.APIError, StreamClosed, ConnectionError) as exc:
+            failure = self._container_failure()
+            if failure is not None:
+                raise failure from exc
+            raise SandboxError(f"the Docker engine failed: {exc}", "engine") from exc
+
     def run(self, command: str, *, timeout: float | None = None,
             output_limit: int = DEFAULT_OUTPUT_LIMIT) -> ExecResult:
         self._check_alive()
         assert self.shell is not None
         restarts = self.shell.restarts
-        result = self.shell.run(command, timeout=timeout, output_limit=output_limit)
+        with self._engine_errors():
+            result = self.shell.run(command, timeout=timeout, output_limit=output_limit)
         notes = []
         if self.shell.restarts != restarts:
-            notes.append("[the shell session ended and was restarted in "
-                         f"{self.shell.cwd}; shell variables were reset]")
+            failure = self._container_failure()
+            if failure is not None:
+                raise failure  # the container itself died: not a shell that exited
+            notes.append(f"[the shell session ended; the next command runs in a new one, in "
+                         f"{self.shell.cwd}, without the old shell variables]")
         problem = self._diagnose(result)
         if problem is not None and problem.reason != "oom":  # the runner reports OOM via health()
             notes.append(f"[{problem}]")
@@ -207,6 +225,14 @@ class DockerSandbox(Sandbox):
     def health(self) -> SandboxError | None:
         if self.container is None or self._closed:
             return None
+        failure = self._container_failure()
+        if failure is not None:
+            return failure
+        pending, self._pending = self._pending, None
+        return pending
+
+    def _container_failure(self) -> SandboxError | None:
+        """A :class:`SandboxError` when the container itself stopped or vanished."""
         try:
             self.container.reload()
         except Exception as exc:  # noqa: BLE001 - the container vanished
@@ -218,8 +244,7 @@ class DockerSandbox(Sandbox):
         if not state.get("Running"):
             return SandboxError(f"the container stopped (exit code {state.get('ExitCode')})",
                                 "exited")
-        pending, self._pending = self._pending, None
-        return pending
+        return None
 
     # -- one-shot processes and files --------------------------------------------
 
@@ -233,23 +258,24 @@ class DockerSandbox(Sandbox):
         started = time.monotonic()
         t0 = time.time()
         environment = _agent_env({**self.config.env, **(env or {})})
-        code, _, _, merged, timed_out = run_collect(
-            self.client.api, self.container.id, list(argv), user=AGENT,
-            workdir=self._abs(cwd) if cwd else WORKSPACE, environment=environment,
-            input=input.encode() if input is not None else None, timeout=timeout)
-        if timed_out:
-            self._kill_since(t0)
+        with self._engine_errors():
+            code, _, _, merged, timed_out = run_collect(
+                self.client.api, self.container.id, list(argv), user=AGENT,
+                workdir=self._abs(cwd) if cwd else WORKSPACE, environment=environment,
+                input=input.encode() if input is not None else None, timeout=timeout)
+            if timed_out:
+                self._kill_since(t0)
         text, truncated = truncate_output(merged.decode("utf-8", "replace"), output_limit)
         return ExecResult(TIMEOUT_EXIT_CODE if timed_out else (code if code is not None else 1),
                           text, timed_out=timed_out, truncated=truncated,
                           duration_s=time.monotonic() - started)
 
     def _kill_since(self, t0: float) -> None:
-        """Kill every process started since ``t0`` except the shell (from a root exec)."""
+        """Kill every agent process started since ``t0`` except the shell (from a second exec)."""
         shell_pid = str(self.shell.pid) if self.shell and self.shell.pid else "1"
         run_collect(self.client.api, self.container.id,
                     ["python3", "-c", KILLER, shell_pid, str(t0 - 0.2), "/dev/null", "-", "-1",
-                     "/dev/null"], user="root", timeout=30)
+                     "/dev/null"], user=AGENT, timeout=30)
 
     @staticmethod
     def _raise_for(path: str, message: str) -> None:
@@ -266,8 +292,9 @@ class DockerSandbox(Sandbox):
     def read_file(self, path: str) -> bytes:
         self._check_alive()
         target = self._abs(path)
-        code, out, err, _, _ = run_collect(self.client.api, self.container.id,
-                                           ["cat", "--", target], user=AGENT, timeout=120)
+        with self._engine_errors():
+            code, out, err, _, _ = run_collect(self.client.api, self.container.id,
+                                               ["cat", "--", target], user=AGENT, timeout=120)
         if code != 0:
             self._raise_for(path, err.decode(errors="replace"))
         return out
@@ -277,9 +304,10 @@ class DockerSandbox(Sandbox):
         target = self._abs(path)
         payload = data.encode() if isinstance(data, str) else data
         script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
-        code, _, err, _, _ = run_collect(self.client.api, self.container.id,
-                                         ["sh", "-c", script, "sh", target], user=AGENT,
-                                         input=payload, timeout=120)
+        with self._engine_errors():
+            code, _, err, _, _ = run_collect(self.client.api, self.container.id,
+                                             ["sh", "-c", script, "sh", target], user=AGENT,
+                                             input=payload, timeout=120)
         if code != 0:
             self._raise_for(path, err.decode(errors="replace"))
 

@@ -7,15 +7,17 @@ Protocol.  Each command travels as one line::
 
 ``eval`` runs in the shell itself, so ``cd`` and variables persist.
 ``__rgym_post`` prints a done-marker line ``MARK EXIT TIMEDOUT CWD`` whose
-``MARK`` is a random token of the session.  ``__rgym_pre`` arms a watchdog that
-lives in the container for the whole session (a background subshell of the
-shell, blocked in the ``read -t`` builtin on a private FIFO: arming and disarming
-cost two ``printf`` builtins, no process); when it fires it runs :data:`KILLER`, which kills every
+``MARK`` is a random token of the session.
+
+Timeouts.  ``__rgym_pre`` arms a watchdog that lives in the container for the
+whole session (a background subshell of the shell, blocked in the ``read -t``
+builtin on a private FIFO: arming and disarming cost two ``printf`` builtins, no
+process).  When it fires it runs :data:`KILLER`, which freezes then kills every
 process the command started (its whole tree, daemons included: every process of
-the shell's user younger than the command, except the shell) and, if the shell itself is still
-busy (a loop of builtins), the shell too.  The host waits a little longer than
-the timeout as a backstop and then kills from a root exec.  A shell that died
-(timeout kill, ``exit``) is restarted in the last known working directory.
+the shell's user younger than the command, except the shell) and, if the shell
+itself is still busy (a loop of builtins), the shell too.  The host waits
+:data:`BACKSTOP_GRACE_S` longer as a backstop and then kills from a second exec.
+A shell that died (timeout kill, ``exit``) is restarted in its last directory.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ SHELL_GRACE_S = 2.0
 #: Bytes of the start and of the end of a command's output kept in memory.
 KEEP_BYTES = 1 << 20
 
-#: Kills the processes a command started (run by the watchdog, or by the host
-#: as root).  argv: shell pid, command start (epoch s), done file, command id,
+#: Kills the processes a command started.  Run by the watchdog, or by the host
+#: from a second exec, always as the shell's user (root lacks CAP_SYS_PTRACE to
+#: read the shell's cwd).  argv: shell pid, command start (epoch s), done file, command id,
 #: grace seconds (negative: never kill the shell), timeout flag file.
 KILLER = r"""
 import os, signal, sys, time
@@ -50,10 +53,7 @@ def touch(path):
             pass
 touch(flag)
 skip = {os.getpid(), os.getppid(), shell, 1}
-try:
-    owner = os.stat("/proc/%d" % shell).st_uid
-except OSError:
-    owner = 1000
+owner = os.getuid()  # runs as the shell's user: only that user's processes are touched
 hz = os.sysconf("SC_CLK_TCK")
 def young():
     up = float(open("/proc/uptime").read().split()[0])
@@ -103,6 +103,12 @@ while time.time() < end:
     except (OSError, ValueError):
         pass
     time.sleep(0.05)
+try:  # the restarted shell starts where this one was
+    where = os.readlink("/proc/%d/cwd" % shell)
+    with open(os.path.join(os.path.dirname(done), "lastcwd"), "w") as fh:
+        fh.write(where + "\n")
+except OSError:
+    pass
 try:
     os.kill(shell, signal.SIGKILL)
 except OSError:
@@ -130,7 +136,7 @@ def ansi_c_quote(text: str) -> str:
     return "".join(out)
 
 
-def _init_script(mark: str, state_dir: str, workdir: str) -> str:
+def _init_script(mark: str, state_dir: str, workdir: str, previous: str | None = None) -> str:
     # fd 60: the watchdog's orders (arm ID MICROSECONDS T0 / disarm ID); fd 61: a FIFO
     # nobody writes, for sleeping with the `read -t` builtin.
     return f"""exec 2>&1
@@ -160,7 +166,10 @@ __rgym_watch() {{
       printf -v secs '%d.%06d' $(( left / 1000000 )) $(( left % 1000000 ))
       read -r -t "$secs" -u 60 cmd id arg t0b || continue
     else
-      read -r -u 60 cmd id arg t0b || {{ read -t 1 -u 61; continue; }}
+      if ! read -r -t 2 -u 60 cmd id arg t0b; then
+        kill -0 $$ 2>/dev/null || exit 0  # the shell is gone: so is its watchdog
+        continue
+      fi
     fi
     case $cmd in
       arm) armed=$id; t0=$t0b; deadline=$(( ${{EPOCHREALTIME/[.,]/}} + arg )) ;;
@@ -188,8 +197,17 @@ __rgym_post() {{
 }}
 printf '0\n' > "$__rgym_dir/done"
 cd {ansi_c_quote(workdir)} 2>/dev/null
+{_resume(previous)}
 printf '\n%s %s %s %s\n' "$__rgym_mark" "$$" 0 "$PWD"
 """
+
+
+def _resume(previous: str | None) -> str:
+    """Shell lines that move to where a killed previous shell was, if it was recorded."""
+    if not previous:
+        return ""
+    where = ansi_c_quote(f"{previous}/lastcwd")
+    return f'[[ -r {where} ]] && read -r __rgym_c < {where} && cd "$__rgym_c" 2>/dev/null'
 
 
 class _Capture:
@@ -263,12 +281,14 @@ class ShellSession:
     def start(self) -> None:
         """Start (or restart) the bash process and wait until it answers."""
         self.close()
+        previous = getattr(self, "state_dir", None)
         token = secrets.token_hex(8)
         self.mark = f"__RGYM_DONE_{token}__"
         self.state_dir = f"/tmp/.rgym-shell-{token}"
+        # no exec workdir: the script's own `cd` survives a deleted last directory
         self.stream = ExecStream(self.api, self.container_id, ["bash", "--noprofile", "--norc"],
-                                 user=self.user, workdir=self.cwd, environment=self.environment)
-        self.stream.write(_init_script(self.mark, self.state_dir, self.cwd).encode())
+                                 user=self.user, environment=self.environment)
+        self.stream.write(_init_script(self.mark, self.state_dir, self.cwd, previous).encode())
         capture = _Capture(self.mark.encode())
         deadline = time.monotonic() + 30
         while True:
@@ -316,6 +336,7 @@ class ShellSession:
                 if not frames:  # the backstop: the in-container watchdog did not act
                     self._kill_from_host(t0, cid)
                     self.close()
+                    self.restarts += 1
                     text, truncated = capture.text(None, output_limit)
                     return ExecResult(TIMEOUT_EXIT_CODE, text, timed_out=True,
                                       truncated=truncated,
@@ -350,6 +371,7 @@ class ShellSession:
         if self.pid is None:
             return
         run_collect(self.api, self.container_id,
-                    ["python3", "-c", KILLER, str(self.pid), str(t0 - 0.5), "/dev/null", cid, "0",
+                    ["python3", "-c", KILLER, str(self.pid), str(t0 - 0.5),
+                     f"{self.state_dir}/done", cid, "0",
                      f"{self.state_dir}/timeout.{cid}"],
-                    user="root", timeout=30)
+                    user=self.user, timeout=30)
