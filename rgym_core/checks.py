@@ -45,7 +45,7 @@ class PackReport:
         console = Console()
         for f in self.findings:
             mark = "[green]ok[/green]  " if f.ok else "[red]FAIL[/red]"
-            console.print(f"{mark} {f.where}: {f.message}", highlight=False)
+            console.print(f"{mark} {f.where}: {f.message}", highlight=False, soft_wrap=True)
         verdict = "[green]pack OK[/green]" if self.ok else "[red]pack has problems[/red]"
         console.print(f"{verdict} ({sum(not f.ok for f in self.findings)} problem(s), "
                       f"{len(self.findings)} checks)")
@@ -126,7 +126,7 @@ def check_pack(path: Path) -> PackReport:
         try:
             task = load_task(file)
         except SpecError as exc:
-            report.add(where, False, str(exc))
+            report.add(exc.source, False, f"{exc.field}: {exc.message}")
             continue
         if task.id in seen:
             report.add(where, False, f"task id '{task.id}' is also used by {seen[task.id]}")

@@ -222,8 +222,9 @@ def test_agent_cannot_read_hidden_files_or_change_datasets(registry, runs_dir: P
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_mid_episode_leaves_trajectory_and_cancelled_result(
         tmp_path: Path, runs_dir: Path, sig: signal.Signals) -> None:
+    marker = f"sleep 60.{os.getpid()}{int(sig)}"  # unique, so other processes cannot match
     script = write_script(tmp_path, [{"tool": "bash", "args": {"command": "echo first"}},
-                                     {"tool": "bash", "args": {"command": "sleep 60"}}])
+                                     {"tool": "bash", "args": {"command": marker}}])
     proc = subprocess.Popen([sys.executable, "-m", "rgym_core.cli", "run", "rgym/demo", "--runs-dir",
                              str(runs_dir), "--agent-option", f"script={script}", "--quiet"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -243,5 +244,5 @@ def test_signal_mid_episode_leaves_trajectory_and_cancelled_result(
     assert records[-1]["result"]["status"] == "cancelled"
     assert any(r["type"] == "step" and "first" in r["step"]["observation"]["output"] for r in records)
     assert read_result(run_dir).status is ExitStatus.CANCELLED
-    leftover = subprocess.run(["pgrep", "-f", "sleep 60"], capture_output=True, text=True)
+    leftover = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
     assert leftover.stdout.strip() == ""
