@@ -125,7 +125,8 @@ def list_cmd(ctx: click.Context, kind: str, as_json: bool) -> None:
     elif kind != "plugins":
         columns = [c for c in columns if c != "description"] + ["description"]
     for col in columns:
-        table.add_column(col.replace("_", " "), overflow="fold")
+        keep_whole = col in ("name", "distribution", "version", "loaded", "default")
+        table.add_column(col.replace("_", " "), overflow="fold", no_wrap=keep_whole)
     for row in rows:
         table.add_row(*[_cell(row.get(c)) for c in columns])
     Console().print(table)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -109,19 +110,74 @@ def test_malformed_input_is_one_line(tmp_path):
                                    f"got 'oops'")
 
 
-def test_score_real_demo_runs(tmp_path):
-    runs = tmp_path / "runs"
+def rgym_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rgym_core.cli", *args], capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def demo_runs(tmp_path_factory) -> Path:
+    """Real runs of the demo task: the scripted agent and the agent named
+    ``baseline`` (the rgym-agent-baseline pack), two seeds each."""
+    runs = tmp_path_factory.mktemp("score") / "runs"
     for seed in ("1", "2"):
-        proc = subprocess.run([sys.executable, "-m", "rgym_core.cli", "run", "rgym/demo",
-                               "--agent", "scripted", "--seed", seed, "--runs-dir", str(runs)],
-                              capture_output=True, text=True, timeout=300)
-        assert (runs / "rgym__demo").is_dir(), proc.stdout + proc.stderr
+        for agent in ("scripted", "baseline"):
+            proc = rgym_cli("run", "rgym/demo", "--agent", agent, "--seed", seed, "--runs-dir",
+                            str(runs), "-q")
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(list(runs.rglob("result.json"))) == 4
+    return runs
+
+
+def test_score_real_demo_runs(demo_runs, tmp_path):
     plot = tmp_path / "demo.svg"
-    proc = subprocess.run([sys.executable, "-m", "rgym_core.cli", "score", str(runs), "--plot",
-                           str(plot)], capture_output=True, text=True, timeout=120)
+    proc = rgym_cli("score", str(demo_runs), "--plot", str(plot))
     assert proc.returncode == 0, proc.stderr
     for title in ("Scores per task", "AUP (maximum T =", "Rankings over tasks",
                   "ResearchGym rates"):
         assert title in proc.stdout
     assert "rgym/demo (max)" in proc.stdout and "scripted" in proc.stdout
     assert plot.read_text().lstrip().startswith("<?xml")
+
+
+def test_agent_named_baseline_is_its_own_solver(demo_runs):
+    proc = rgym_cli("score", str(demo_runs), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    results = [json.loads(p.read_text()) for p in demo_runs.rglob("result.json")]
+    task_baseline = results[0]["baseline_scores"]["r2"]
+    agent_scores = [r["scores"][-1]["scores"]["r2"] for r in results
+                    if r["agent"].endswith("/baseline")]
+    assert sorted(data["solvers"]) == ["baseline", "baseline-agent", "scripted"]
+    summary = {s["solver"]: s for s in data["summaries"]}
+    assert "baseline" not in summary  # the protocol baseline has no runs
+    assert (summary["baseline-agent"]["runs"], summary["scripted"]["runs"]) == (2, 2)
+    assert summary["baseline-agent"]["best_at_k"] == max(agent_scores)
+    assert data["best_table"]["rgym/demo"]["baseline"] == task_baseline
+    assert {r["solver"] for r in data["rates"]} == {"baseline-agent", "scripted"}
+    note = "note: agent 'baseline' shown as 'baseline-agent' ('baseline' = task's baseline)"
+    assert data["notes"] == [note]
+    assert proc.stderr.strip() == note
+
+
+def test_renamed_agent_keeps_clear_of_other_solver_names(demo_runs):
+    proc = rgym_cli("score", str(demo_runs), "--baseline-column", "scripted", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    # "scripted" now names the task's baseline score, so the scripted agent is renamed,
+    # and the agent called baseline is an ordinary solver again
+    summary = {s["solver"]: s["runs"] for s in data["summaries"]}
+    assert summary == {"baseline": 2, "scripted-agent": 2}
+    assert data["best_table"]["rgym/demo"]["scripted"] == data["tasks"][0]["baseline"]
+
+
+def test_tables_fit_an_80_column_terminal(demo_runs):
+    proc = rgym_cli("score", str(demo_runs), env={**os.environ, "COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "…" not in proc.stdout
+    for cell in ("rgym/demo (max)", "baseline-agent", "scripted", "mean±se", "RE-Bench"):
+        assert any(cell in line for line in lines), cell
+    assert lines[-1] == ("note: agent 'baseline' shown as 'baseline-agent' "
+                         "('baseline' = task's baseline)")

@@ -67,6 +67,36 @@ def test_run_subtasks_and_solver_tag(tmp_path):
     assert report.rates[0].completion_rate == pytest.approx(2 / 3)
 
 
+def test_solvers_named_like_the_task_scores_are_renamed(tmp_path):
+    for i, agent in enumerate(("pack/baseline", "pack/baseline", "x/baseline-agent",
+                               "pack/reference")):
+        write_result(tmp_path, f"r{i}", run_id=str(i), seed=i, agent=agent,
+                     scores=[rec(1, "submit", 0.6 + i / 10)])
+    data = load_runs([tmp_path])
+    runs = sorted((e.solver, e.run) for e in data.episodes)
+    assert runs == [("baseline-agent", "2"), ("baseline-agent-2", "0"), ("baseline-agent-2", "1"),
+                    ("reference-agent", "3")]
+    assert data.notes == [
+        "note: agent 'baseline' shown as 'baseline-agent-2' ('baseline' = task's baseline)",
+        "note: agent 'reference' shown as 'reference-agent' ('reference' = task's reference)"]
+    report = score_runs([tmp_path])
+    assert report.best_table["pack/t"]["baseline"] == 0.5
+    assert report.best_table["pack/t"]["baseline-agent-2"] == pytest.approx(0.7)
+    assert report.to_data()["notes"] == data.notes
+    by_model = load_runs([tmp_path], solver_key="model")  # no model: no clash
+    assert by_model.notes == []
+
+
+def test_a_model_or_tag_named_baseline_is_renamed_after_its_key(tmp_path):
+    write_result(tmp_path, "r", model="baseline", tags={"group": "baseline"},
+                 scores=[rec(1, "submit", 0.6)])
+    assert load_runs([tmp_path], solver_key="model").episodes[0].solver == "baseline-model"
+    data = load_runs([tmp_path], solver_key="group")
+    assert data.episodes[0].solver == "baseline-tag"
+    assert data.notes == ["note: tag group='baseline' shown as 'baseline-tag' "
+                          "('baseline' = task's baseline)"]
+
+
 def test_bad_result_file_names_the_file_and_field(tmp_path):
     path = write_result(tmp_path, "r")
     raw = json.loads(path.read_text())
@@ -97,6 +127,19 @@ def test_long_csv(tmp_path):
     a = {(x.task, x.solver): x for x in report.summaries}[("t1", "a")]
     assert (a.runs, a.failed, a.best_at_k, a.last_at_k) == (2, 1, 2.0, 2.5)
     assert report.best_table["t1"] == {"a": 2.0, "b": 1.0, "baseline": 4.0}
+
+
+def test_long_baseline_rows_are_the_task_score_and_several_runs_get_a_note(tmp_path):
+    f = tmp_path / "long.csv"
+    f.write_text("solver,task,run,metric,value\n"
+                 "baseline,t,0,acc,0.5\nbaseline,t,1,acc,0.6\nbaseline-agent,t,0,acc,0.7\n"
+                 "baseline,u,0,acc,0.4\nbaseline,u,1,acc,0.4\na,u,0,acc,0.3\n")
+    report = score_long(f, directions=lambda t: None)
+    assert report.best_table == {"t": {"baseline": 0.6, "baseline-agent": 0.7},
+                                 "u": {"baseline": 0.4, "a": 0.3}}
+    assert {x.solver for x in report.summaries} == {"baseline-agent", "a"}
+    assert report.notes == [f"note: {f}: 'baseline' has 2 differing runs on task 't': read as "
+                            f"the task's score (last value); name agent runs 'baseline-agent'"]
 
 
 def test_long_jsonl_with_primary_and_subtasks(tmp_path):

@@ -45,6 +45,7 @@ class ScoreReport:
     episodes: list[EpisodeScore] = field(factory=list)
     summaries: list[SolverTaskSummary] = field(factory=list)
     rates: list[TaskRates] = field(factory=list)
+    notes: list[str] = field(factory=list)
 
     def to_data(self) -> dict[str, Any]:
         """Plain data (dicts, lists, numbers, strings, ``None``) of the whole report."""
@@ -71,6 +72,7 @@ class ScoreReport:
             "profile": {"T": p.end, "tau": p.tau, "best": profile_set(p.best),
                         "last": profile_set(p.last)},
             "rates": [attrs.asdict(r) for r in self.rates],
+            "notes": list(self.notes),
         }
 
 
@@ -88,7 +90,7 @@ def score_data(data: ScoreData, *, baseline: str = BASELINE,
                                 epsilon=epsilon)
     return ScoreReport(tasks=dict(tasks), best_table=best, last_table=last, profiles=profiles,
                        baseline=baseline, episodes=episodes, summaries=summaries,
-                       rates=all_rates(data.episodes, tasks))
+                       rates=all_rates(data.episodes, tasks), notes=list(data.notes))
 
 
 def score_tables_data(best: Mapping[str, Mapping[str, float | None]],
@@ -108,8 +110,9 @@ def score_tables_data(best: Mapping[str, Mapping[str, float | None]],
 
 def score_runs(paths: Iterable[Path | str], *, solver_key: str | None = None,
                baseline: str = BASELINE) -> ScoreReport:
-    """Score the run directories under ``paths``."""
-    return score_data(load_runs(paths, solver_key), baseline=baseline)
+    """Score the run directories under ``paths``; a solver named ``baseline`` is
+    renamed ``baseline-agent`` (see :mod:`~rgym_core.scoring.inputs`)."""
+    return score_data(load_runs(paths, solver_key, baseline=baseline), baseline=baseline)
 
 
 def score_long(path: Path | str, *, baseline: str = BASELINE, minimize: Sequence[str] = (),

@@ -38,6 +38,12 @@ def score(run_dirs: tuple[Path, ...], long_input: Path | None, best_table: Path 
 
     Reads run directories (every result.json under RUN_DIRS), a long-format file
     (--input), or MLGym's published tables (--best-table and --last-table).
+
+    The solver "baseline" (or the --baseline-column name) is the task's own
+    baseline score and "reference" its reference score, as in MLGym's tables; in
+    --input and the tables a solver so named is that score.  In RUN_DIRS an agent
+    with such a name (--agent baseline) is shown as "baseline-agent" with its own
+    runs, and a note says so.
     """
     from rgym_core.scoring import api, report
 
@@ -60,6 +66,9 @@ def score(run_dirs: tuple[Path, ...], long_input: Path | None, best_table: Path 
                                     minimize=minimize)
     except (InputError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
+    if fmt != "table":
+        for note in result.notes:
+            click.echo(note, err=True)
     if fmt == "json":
         text = report.to_json(result)
     elif fmt == "csv":

@@ -7,6 +7,17 @@
 * MLGym's wide tables: ``Task,<solver>,...``, one row per task, an empty cell
   meaning no valid run.
 
+Reserved solver names.  ``baseline`` (or the name ``--baseline-column`` gives)
+and ``reference`` stand for the task's own baseline and reference scores, as in
+MLGym's tables: in long-format input and wide tables a solver so named *is*
+that score, never a solver with runs.  In run directories a solver comes from
+the runs (the agent's short name, or ``--solver-key``), so one named like that
+(e.g. ``--agent baseline``) is renamed ``<name>-agent`` (``<name>-model``,
+``<name>-tag`` for those keys; ``-2``, ``-3`` ... added if that is taken too) and
+keeps its k runs; the rename is reported as a note.  In long-format input, a
+reserved solver with several differing runs on a task is reported as a note too
+(the last value is used); call an agent's runs ``baseline-agent`` there.
+
 Every loader raises :class:`InputError`, one line naming the file, the row and
 the column.
 """
@@ -29,6 +40,8 @@ from rgym_core.serialization import SpecError, structure
 from rgym_core.specs import Direction
 
 LONG_COLUMNS = ("solver", "task", "run", "metric", "value")
+#: The default names of the solvers that stand for a task's own scores.
+BASELINE, REFERENCE = "baseline", "reference"
 DIRECTIONS = ("maximize", "minimize")
 _ALIASES = {"max": "maximize", "maximise": "maximize", "min": "minimize", "minimise": "minimize"}
 
@@ -43,6 +56,7 @@ class ScoreData:
 
     tasks: dict[str, TaskInfo] = field(factory=dict)
     episodes: list[Episode] = field(factory=list)
+    notes: list[str] = field(factory=list)
 
 
 #: Looks up the direction of a task by name (``None`` when unknown).
@@ -180,9 +194,33 @@ def _episode_of(result: EpisodeResult, source: str, solver_key: str | None,
                    values=values, subtasks=subtasks, status=str(result.status))
 
 
-def load_runs(paths: Iterable[Path | str], solver_key: str | None = None) -> ScoreData:
+def _rename_reserved(data: ScoreData, solver_key: str | None, reserved: Sequence[str]) -> None:
+    """Rename the solvers named like the task's own scores (see the module docstring)."""
+    names = {ep.solver for ep in data.episodes}
+    if not names & set(reserved):
+        return
+    suffix = {None: "agent", "agent": "agent", "model": "model"}.get(solver_key, "tag")
+    tag = (solver_key or "").removeprefix("tag:")
+    renames: dict[str, str] = {}
+    for name, meaning in zip(reserved, ("baseline", "reference"), strict=True):
+        if name not in names or name in renames:
+            continue
+        new, n = f"{name}-{suffix}", 2
+        while new in names or new in reserved:
+            new, n = f"{name}-{suffix}-{n}", n + 1
+        names.add(new)
+        renames[name] = new
+        what = f"tag {tag}={name!r}" if suffix == "tag" else f"{suffix} {name!r}"
+        data.notes.append(f"note: {what} shown as {new!r} ({name!r} = task's {meaning})")
+    for ep in data.episodes:
+        ep.solver = renames.get(ep.solver, ep.solver)
+
+
+def load_runs(paths: Iterable[Path | str], solver_key: str | None = None, *,
+              baseline: str = BASELINE, reference: str = REFERENCE) -> ScoreData:
     """Read every ``result.json`` under ``paths``.  Two runs of one solver with the
-    same seed stay separate runs (their run ids differ)."""
+    same seed stay separate runs (their run ids differ).  A solver named
+    ``baseline`` or ``reference`` is renamed (see the module docstring)."""
     data = ScoreData()
     seen: dict[tuple[str, str, str], int] = {}
     for path in find_results(paths):
@@ -203,6 +241,7 @@ def load_runs(paths: Iterable[Path | str], solver_key: str | None = None) -> Sco
     if not data.episodes:
         shown = ", ".join(str(p) for p in paths) or "(none)"
         raise InputError(f"{shown}: no result.json found; pass the runs folder written by `rgym run`")
+    _rename_reserved(data, solver_key, (baseline, reference))
     return data
 
 
@@ -246,7 +285,7 @@ def _long_rows(path: Path) -> Iterator[tuple[int, _Cells]]:
             yield n, tuple(row[i] if i is not None else None for i in index)
 
 
-def load_long(path: Path | str, *, baseline: str = "baseline", reference: str = "reference",
+def load_long(path: Path | str, *, baseline: str = BASELINE, reference: str = REFERENCE,
               minimize: Sequence[str] = (), directions: DirectionLookup | None = None) -> ScoreData:
     """Read a long-format CSV or JSON Lines file (see the module docstring).
 
@@ -254,6 +293,7 @@ def load_long(path: Path | str, *, baseline: str = "baseline", reference: str = 
     first metric seen for it outside sub-tasks; a run's attempts are its rows of
     that metric in file order.  Directions come from the ``direction`` column,
     else from ``directions`` (the registry), else ``minimize``, else maximise.
+    Rows of ``baseline`` and ``reference`` are the task's own scores.
     """
     path = Path(path)
     if not path.is_file():
@@ -297,7 +337,27 @@ def load_long(path: Path | str, *, baseline: str = "baseline", reference: str = 
         rows.append((str(solver), task, str(run), metric, sub, value))
     if not rows:
         raise InputError(f"{path}: no data rows")
-    return _build_long(rows, metric_of, direction_of, baseline, reference, minimize, directions)
+    data = _build_long(rows, metric_of, direction_of, baseline, reference, minimize, directions)
+    data.notes.extend(f"note: {path}: {n}" for n in _reserved_with_runs(rows, metric_of,
+                                                                        (baseline, reference)))
+    return data
+
+
+def _reserved_with_runs(rows: list[tuple[str, str, str, str, str, float | None]],
+                        metric_of: dict[str, str], reserved: Sequence[str]) -> list[str]:
+    """A note for each reserved solver whose runs on a task differ: it looks like
+    an agent's runs, but it is read as the task's score."""
+    values: dict[tuple[str, str], dict[str, float]] = {}
+    for solver, task, run, metric, sub, value in rows:
+        if solver in reserved and not sub and value is not None and metric == metric_of[task]:
+            values.setdefault((solver, task), {})[run] = value
+    notes = []
+    for (solver, task), by_run in values.items():
+        if len(set(by_run.values())) > 1:
+            notes.append(f"{solver!r} has {len(by_run)} differing runs on task {task!r}: read "
+                         f"as the task's score (last value); name agent runs "
+                         f"{solver + '-agent'!r}")
+    return notes
 
 
 def _build_long(rows: list[tuple[str, str, str, str, str, float | None]],
@@ -386,7 +446,7 @@ def read_wide(path: Path | str) -> tuple[list[str], dict[str, dict[str, float | 
     return solvers, table
 
 
-def load_wide(best_path: Path | str, last_path: Path | str, *, baseline: str = "baseline",
+def load_wide(best_path: Path | str, last_path: Path | str, *, baseline: str = BASELINE,
               minimize: Sequence[str] = (), directions: DirectionLookup | None = None) -> WideTables:
     """Read MLGym's best and last tables.  Rows naming a registered task take its
     direction (``directions``); the others are maximised unless in ``minimize``."""

@@ -6,12 +6,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rgym_core.scoring.api import ScoreReport
@@ -26,11 +28,27 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def _pm(mean: float | None, se: float | None) -> str:
     if mean is None:
         return "-"
-    return _fmt(mean) if se is None else f"{_fmt(mean)} ± {_fmt(se)}"
+    return _fmt(mean) if se is None else f"{_fmt(mean)}±{_fmt(se)}"
 
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def _table(title: str, first: str, numbers: tuple[str, ...], caption: str | None = None) -> Table:
+    """A table whose first column (names) folds long names and whose number
+    columns never wrap, so that it fits an 80-column terminal."""
+    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, caption_justify="left",
+                  pad_edge=False, collapse_padding=True)
+    table.add_column(first, overflow="fold", min_width=12)
+    for col in numbers:
+        table.add_column(col, justify="right", no_wrap=True)
+    return table
+
+
+def _task_row(table: Table, label: str) -> None:
+    """A row naming the task of the solver rows below it."""
+    table.add_row(f"[bold]{escape(label)}[/bold]", *[""] * (len(table.columns) - 1))
 
 
 def tables(report: ScoreReport) -> list[Table]:
@@ -38,22 +56,19 @@ def tables(report: ScoreReport) -> list[Table]:
     out: list[Table] = []
     tasks = report.profiles.tasks
     p = report.profiles
-    scores = Table(title="Scores per task: best attempt and last submission, best of k runs",
-                   box=box.SIMPLE_HEAD)
-    scores.add_column("task (direction)", no_wrap=True)
-    scores.add_column("solver", no_wrap=True)
     if report.summaries:
-        for col in ("runs", "failed", "best@k", "last@k", "best mean ± se", "last mean ± se"):
-            scores.add_column(col, justify="right", no_wrap=True)
+        scores = _table("Scores per task: best attempt and last submission, best of k runs",
+                        "task / solver",
+                        ("runs", "failed", "best@k", "last@k", "best\nmean±se", "last\nmean±se"))
     else:
-        for col in ("best", "last", "ratio best", "ratio last"):
-            scores.add_column(col, justify="right", no_wrap=True)
+        scores = _table("Scores per task: best attempt and last submission",
+                        "task / solver", ("best", "last", "ratio\nbest", "ratio\nlast"))
     by_key = {(s.task, s.solver): s for s in report.summaries}
     for t in tasks:
         arrow = "max" if report.tasks[t].direction == "maximize" else "min"
+        _task_row(scores, f"{t} ({arrow})")
         solvers = sorted(p.solvers, key=lambda s: (s != report.baseline, s))
         for i, solver in enumerate(solvers):
-            label = (f"{t} ({arrow})" if i == 0 else "", solver)
             s = by_key.get((t, solver))
             if report.summaries:
                 if s is None:
@@ -67,48 +82,54 @@ def tables(report: ScoreReport) -> list[Table]:
                          _fmt(report.last_table.get(t, {}).get(solver)),
                          _fmt(p.best.tasks[t].ratios[solver]),
                          _fmt(p.last.tasks[t].ratios[solver]))
-            scores.add_row(*label, *cells, end_section=i == len(solvers) - 1)
+            scores.add_row(f"  {escape(solver)}", *cells, end_section=i == len(solvers) - 1)
     out.append(scores)
 
-    aup = Table(title=f"AUP (maximum T = {p.end:g})", box=box.SIMPLE_HEAD)
-    aup.add_column("solver", no_wrap=True)
-    aup.add_column("Best AUP", justify="right")
-    aup.add_column("Last AUP", justify="right")
+    aup = _table(f"AUP (maximum T = {p.end:g})", "solver", ("Best AUP", "Last AUP"))
     for row in p.aup_rows():
-        aup.add_row(str(row["solver"]), f"{row['best_aup']:.3f}", f"{row['last_aup']:.3f}")
+        aup.add_row(escape(str(row["solver"])), f"{row['best_aup']:.3f}", f"{row['last_aup']:.3f}")
     out.append(aup)
 
-    ranks = Table(title="Rankings over tasks", box=box.SIMPLE_HEAD)
-    ranks.add_column("#", justify="right")
-    for col in ("best: mean rank", "best: Borda", "last: mean rank", "last: Borda"):
-        ranks.add_column(col, no_wrap=True)
+    ranks = _table("Rankings over tasks (position, 1 = best)", "solver",
+                   ("best:\nmean rank", "best:\nBorda", "last:\nmean rank", "last:\nBorda"))
     r = p.rankings
-    for i in range(len(p.solvers)):
-        ranks.add_row(str(i + 1), r["best"]["mean_rank"][i], r["best"]["borda"][i],
-                      r["last"]["mean_rank"][i], r["last"]["borda"][i])
+    position = {(k, m): {s: i for i, s in enumerate(r[k][m], start=1)}
+                for k in ("best", "last") for m in ("mean_rank", "borda")}
+    for solver in r["best"]["mean_rank"]:
+        ranks.add_row(escape(solver), *(str(position[key][solver]) for key in position))
     out.append(ranks)
 
     if report.rates:
-        rates = Table(title="ResearchGym rates (normalised: score vs reference; RE-Bench: "
-                            "baseline 0, reference 1)", box=box.SIMPLE_HEAD)
-        rates.add_column("task", no_wrap=True)
-        rates.add_column("solver", no_wrap=True)
-        for col in ("runs", "completed", "improved", "norm@k", "norm mean", "RE-Bench@k",
-                    "RE-Bench mean"):
-            rates.add_column(col, justify="right", no_wrap=True)
-        for x in report.rates:
-            rates.add_row(x.task, x.solver, str(x.runs), _pct(x.completion_rate),
+        rates = _table("ResearchGym rates", "task / solver",
+                       ("runs", "done", "improved", "norm@k", "norm\nmean", "RE@k", "RE\nmean"),
+                       caption="done: share of (sub-)tasks completed; improved: share of runs "
+                               "whose last submission beats the baseline; norm: score vs the "
+                               "reference (1 = reference); RE: RE-Bench, baseline 0, "
+                               "reference 1.")
+        task = None
+        for i, x in enumerate(report.rates):
+            if x.task != task:
+                task = x.task
+                _task_row(rates, x.task)
+            last = i + 1 == len(report.rates) or report.rates[i + 1].task != x.task
+            rates.add_row(f"  {escape(x.solver)}", str(x.runs), _pct(x.completion_rate),
                           _pct(x.improvement_rate), _fmt(x.normalized_at_k),
-                          _fmt(x.normalized_mean), _fmt(x.rebench_at_k), _fmt(x.rebench_mean))
+                          _fmt(x.normalized_mean), _fmt(x.rebench_at_k), _fmt(x.rebench_mean),
+                          end_section=last)
         out.append(rates)
     return out
 
 
 def print_tables(report: ScoreReport, console: Console | None = None) -> None:
-    """Print every table to ``console`` (stdout by default)."""
-    console = console or Console(width=None if sys.stdout.isatty() else 160)
+    """Print every table, then the notes, to ``console`` (stdout by default; its
+    width is the terminal's, else ``$COLUMNS``, else 160 columns)."""
+    if console is None:
+        wide = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
+        console = Console(width=None if wide else 160)
     for t in tables(report):
         console.print(t)
+    for note in report.notes:
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
 
 
 def to_json(report: ScoreReport) -> str:

@@ -106,8 +106,14 @@ def build_layer(client: Any, layer: str, below: str, requirements: Sequence[str]
         for event in stream:
             if "error" in event:
                 tail = "".join(log[-20:])
+                hint = ""
+                if layer == "base" and below_id == below:  # the base image is not here
+                    hint = (f"\nhint: '{below}' is not present locally and could not be "
+                            f"pulled; without a registry run .ci/docker-setup.sh and set "
+                            f"RGYM_DOCKER_BASE=rgym-local-base:latest (or pass --base, or "
+                            f"--sandbox-option base=...)")
                 raise ImageBuildError(f"building the {layer} layer ({tag}) on {below} failed: "
-                                      f"{event['error'].strip()}\n{tail}")
+                                      f"{event['error'].strip()}\n{tail}{hint}")
             text = event.get("stream") or event.get("status") or ""
             if text:
                 log.append(text)

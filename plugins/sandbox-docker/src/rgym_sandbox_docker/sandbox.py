@@ -53,6 +53,12 @@ def _agent_env(extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+def _merged(argv: list[str]) -> list[str]:
+    """``argv`` with stderr sent to stdout inside the container: the engine carries
+    the two on separate pipes and does not keep their relative order."""
+    return ["sh", "-c", 'exec "$@" 2>&1', "sh", *argv]
+
+
 class DockerSandbox(Sandbox):
     """An episode's container.  Options (``SandboxConfig.options``): ``base`` (the
     base image when the task image must be built), ``grace_s``."""
@@ -260,7 +266,7 @@ class DockerSandbox(Sandbox):
         environment = _agent_env({**self.config.env, **(env or {})})
         with self._engine_errors():
             code, _, _, merged, timed_out = run_collect(
-                self.client.api, self.container.id, list(argv), user=AGENT,
+                self.client.api, self.container.id, _merged(argv), user=AGENT,
                 workdir=self._abs(cwd) if cwd else WORKSPACE, environment=environment,
                 input=input.encode() if input is not None else None, timeout=timeout)
             if timed_out:
@@ -364,7 +370,7 @@ class DockerSandbox(Sandbox):
                 container.put_archive("/", data)
             environment = _agent_env({"HOME": EVAL_DIR, **env})
             code, _, _, merged, timed_out = run_collect(
-                self.client.api, container.id, list(argv), user=AGENT, workdir=EVAL_DIR,
+                self.client.api, container.id, _merged(argv), user=AGENT, workdir=EVAL_DIR,
                 environment=environment, timeout=timeout)
             scores = environment.get("RGYM_SCORES_FILE")
             if scores and scores.startswith(EVAL_DIR + "/") and not timed_out:
