@@ -7,7 +7,9 @@ performance profiles, AUP and rankings (:mod:`~rgym_core.scoring.profiles`);
 ResearchGym's rates and normalisations (:mod:`~rgym_core.scoring.rates`).
 Inputs are read by :mod:`~rgym_core.scoring.inputs`, shown by
 :mod:`~rgym_core.scoring.report`; :mod:`~rgym_core.scoring.api` ties them
-together and :mod:`~rgym_core.scoring.cli` is ``rgym score``.
+together and :mod:`~rgym_core.scoring.cli` is ``rgym score``.  The solver names
+``baseline`` and ``reference`` are the task's own scores; runs of an agent so
+named are scored as ``baseline-agent`` (see :mod:`~rgym_core.scoring.inputs`).
 
 The names below are imported lazily, so ``rgym --help`` does not load numpy.
 """
