@@ -143,6 +143,7 @@ class AgentConfig:
     seed: int | None = None
     options: dict[str, Any] = field(factory=dict)
     run_dir: Path | None = None
+    task_id: str | None = None
 
 
 @runtime_checkable
@@ -164,3 +165,6 @@ class AgentSpec:
     description: str = ""
     needs_model: bool = False
     requirements: list[str] = field(factory=list)
+    #: The ``--agent-option`` names the agent understands (name -> help).  ``None``
+    #: accepts any option; otherwise an unknown option is an error before the episode.
+    options: dict[str, str] | None = None

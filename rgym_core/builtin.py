@@ -47,12 +47,15 @@ def rgym_register_agents():  # type: ignore[no-untyped-def]
 
     specs = [AgentSpec(name="rgym/scripted", factory=ScriptedAgent,
                        description="a scripted reference agent (no LLM): runs the task's scripted "
-                                   "actions, or looks around, validates and submits")]
+                                   "actions, or looks around, validates and submits",
+                       options={"script": "a YAML/JSON file with a list of {tool, args} actions"})]
     try:
         from rgym_core.replay import ReplayAgent
     except ImportError:
         return specs
     specs.append(AgentSpec(name="rgym/replay", factory=ReplayAgent,
                            description="replays the actions of a saved trajectory "
-                                       "(--agent-option trajectory=PATH)"))
+                                       "(--agent-option trajectory=PATH)",
+                           options={"trajectory": "a run directory or its trajectory.jsonl",
+                                    "any_task": "true to replay a trajectory of another task"}))
     return specs

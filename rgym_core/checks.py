@@ -41,19 +41,21 @@ class PackReport:
 
     def print(self) -> None:
         from rich.console import Console
+        from rich.markup import escape
 
         console = Console()
         for f in self.findings:
             mark = "[green]ok[/green]  " if f.ok else "[red]FAIL[/red]"
-            console.print(f"{mark} {f.where}: {f.message}", highlight=False, soft_wrap=True)
+            console.print(f"{mark} {escape(f.where)}: {escape(f.message)}", highlight=False,
+                          soft_wrap=True)
         verdict = "[green]pack OK[/green]" if self.ok else "[red]pack has problems[/red]"
         console.print(f"{verdict} ({sum(not f.ok for f in self.findings)} problem(s), "
                       f"{len(self.findings)} checks)")
 
 
-def _missing_imports(script: Path) -> list[str]:
-    """Top-level modules imported by ``script`` that cannot be found (local
-    modules next to the script count as found)."""
+def _missing_imports(script: Path, local: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+    """Top-level modules imported by ``script`` that cannot be found (modules next
+    to the script and names in ``local`` count as found)."""
     tree = ast.parse(script.read_text(encoding="utf-8"), filename=str(script))
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -63,7 +65,7 @@ def _missing_imports(script: Path) -> list[str]:
             names.add(node.module.split(".")[0])
     missing = []
     for name in sorted(names):
-        if (script.parent / f"{name}.py").exists() or (script.parent / name).is_dir():
+        if (script.parent / f"{name}.py").exists() or (script.parent / name).is_dir() or name in local:
             continue
         if name in sys.stdlib_module_names or importlib.util.find_spec(name) is not None:
             continue
@@ -79,17 +81,25 @@ def check_task(task: TaskSpec, report: PackReport, where: str) -> None:
                                                                      else " is missing"))
     grader_dir = task.path(task.grader.files)
     entry = grader_dir / task.grader.entry if grader_dir else None
-    if entry is None or not entry.is_file():
+    if grader_dir is None or not grader_dir.is_dir():
+        report.add(where, False, f"grader folder '{task.grader.files}' is missing")
+    elif entry is None or not entry.is_file():
         report.add(where, False, f"grader entry '{task.grader.files}/{task.grader.entry}' is missing")
     else:
         try:
             compile(entry.read_text(encoding="utf-8"), str(entry), "exec")
-            missing = _missing_imports(entry)
+            local = set()
+            for source, name in task.grader.include.items():
+                found = task.path(source)
+                report.add(where, bool(found and found.exists()), f"grader.include '{source}'"
+                           + ("" if found and found.exists() else " is missing"))
+                local.add(Path(name).stem if name.endswith(".py") else Path(name).parts[0])
+            missing = _missing_imports(entry, local)
             report.add(where, not missing, "grader compiles and its imports resolve" if not missing
                        else f"grader imports modules that are not installed: {', '.join(missing)}")
         except (SyntaxError, ValueError) as exc:
             report.add(where, False, f"grader does not compile: {exc}")
-    if starter and grader_dir and starter.is_dir():
+    if starter and grader_dir and starter.is_dir() and grader_dir.is_dir():
         leaked = sorted(p.name for p in grader_dir.iterdir() if (starter / p.name).exists()
                         and p.is_file() and p.read_bytes() == (starter / p.name).read_bytes())
         report.add(where, not leaked, "no hidden grader file is copied in the starter files" if not leaked
@@ -108,6 +118,12 @@ def check_pack(path: Path) -> PackReport:
     path = path.resolve()
     report = PackReport(path)
     pyproject = path / "pyproject.toml"
+    is_pack = path.is_dir() and not (path / TASK_FILE).is_file()
+    if is_pack and not pyproject.is_file():
+        report.add("pyproject.toml", False, "missing: a pack is a distribution with its own "
+                   "pyproject.toml declaring [project.entry-points.rgym]")
+    if is_pack and not (path / "tests").is_dir():
+        report.add("tests/", False, "missing: a pack ships tests of its graders (see CONTRIBUTING.md)")
     if pyproject.is_file():
         try:
             data = tomllib.loads(pyproject.read_text())
@@ -122,7 +138,7 @@ def check_pack(path: Path) -> PackReport:
         report.add(str(path), False, f"no {TASK_FILE} found")
     seen: dict[str, Path] = {}
     for file in files:
-        where = str(file.relative_to(path.parent) if file != path else file.name)
+        where = str(file)
         try:
             task = load_task(file)
         except SpecError as exc:

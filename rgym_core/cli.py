@@ -21,6 +21,9 @@ from rgym_core.registry import KINDS, Registry, RegistryError, load_registry
 from rgym_core.serialization import SpecError, unstructure
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+#: Commands that plugins of this repository add, for a helpful message when missing.
+PLUGIN_COMMANDS = {"image": ("rgym-sandbox-docker", "plugins/sandbox-docker"),
+                   "sandbox": ("rgym-sandbox-docker", "plugins/sandbox-docker")}
 LIST_KINDS = {"tasks": "tasks", "datasets": "datasets", "agents": "agents", "tools": "tools",
               "sandboxes": "sandboxes", "models": "model_providers", "plugins": "plugins"}
 
@@ -68,6 +71,14 @@ class RgymGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return super().get_command(ctx, cmd_name) or self._plugin_commands(ctx).get(cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        name = args[0] if args else ""
+        if name in PLUGIN_COMMANDS and self.get_command(ctx, name) is None:
+            dist, folder = PLUGIN_COMMANDS[name]
+            raise click.UsageError(f"'rgym {name}' comes with the {dist} pack: pip install {dist} "
+                                   f"(or ./{folder} in a checkout)", ctx)
+        return super().resolve_command(ctx, args)
 
 
 @click.group(cls=RgymGroup, context_settings={"help_option_names": ["-h", "--help"],
@@ -134,6 +145,10 @@ def list_cmd(ctx: click.Context, kind: str, as_json: bool) -> None:
         click.echo(f"No {kind} installed. Install a pack, e.g. pip install ./task-packs/gametheory")
 
 
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:.6g}"
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return ""
@@ -168,7 +183,7 @@ def show_cmd(ctx: click.Context, task: str, as_json: bool) -> None:
     table = Table("metric", "direction", "primary", "baseline", "reference")
     for m in spec.metrics:
         table.add_row(m.name, m.direction, "yes" if m is spec.primary_metric else "",
-                      _cell(spec.baseline_scores.get(m.name)), _cell(spec.reference_scores.get(m.name)))
+                      _number(spec.baseline_scores.get(m.name)), _number(spec.reference_scores.get(m.name)))
     console.print(table)
     b = spec.budget
     console.print(f"budget: max_steps={b.max_steps} time_limit_s={b.time_limit_s} "
@@ -259,6 +274,8 @@ def run_cmd(ctx: click.Context, task: str, tools: tuple[str, ...], agent_options
         with progress:
             result = run_episode(config, registry, progress=progress.update)
     except (RunError, RegistryError, SpecError) as exc:
+        if as_json:
+            click.echo(json.dumps({"error": str(exc), "status": None}))
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     if as_json:
@@ -299,8 +316,16 @@ def _add_core_commands() -> None:
 _add_core_commands()
 
 
+def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """Warnings as one line, without the source line Python prints by default."""
+    text = str(message)
+    click.echo(text if text.startswith(("rgym", "warning")) else f"warning: {text}", err=True)
+
+
 def main() -> None:
     """Console-script entry point."""
+    warnings.showwarning = _show_warning
     try:
         cli(prog_name="rgym")
     except SpecError as exc:
@@ -308,7 +333,7 @@ def main() -> None:
         sys.exit(EXIT_USAGE)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # `python -m rgym_core.cli`
     main()
 
 

@@ -32,10 +32,15 @@ def cache_root() -> Path:
 
 def data_dir_from_env(explicit: Path | str | None = None) -> Path | None:
     """The user's data folder: ``explicit`` or ``RGYM_DATA_DIR``."""
-    if explicit:
-        return Path(explicit)
-    env = os.environ.get("RGYM_DATA_DIR")
-    return Path(env) if env else None
+    source = "--data-dir" if explicit else "RGYM_DATA_DIR"
+    value = explicit or os.environ.get("RGYM_DATA_DIR")
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        raise DatasetError(f"{path}: the data folder given by {source} does not exist; pass a folder "
+                           f"with one sub-folder per dataset (e.g. house-price/ames_train.csv)")
+    return path
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

@@ -59,10 +59,13 @@ class Grader:
             raise GradingError(f"task '{task.id}': grader folder '{task.grader.files}' not found "
                                f"in {task.root}")
         self.grader_dir = grader_dir
+        self.includes = resolve_includes(task)
         if os.geteuid() == 0:
             # The agent's commands run as an unprivileged user: make the hidden files and
             # the private dataset parts readable by root only, wherever they are installed.
             restrict_to_owner(grader_dir)
+            for source in self.includes.values():
+                restrict_to_owner(source)
             for prepared in datasets.values():
                 if prepared.private is not None:
                     restrict_to_owner(prepared.private)
@@ -91,6 +94,13 @@ class Grader:
         """Lay out an evaluation folder under ``root`` and return it."""
         self._copy_submission(root / "submission")
         shutil.copytree(self.grader_dir, root / "grader")
+        for name, source in self.includes.items():
+            target = root / "grader" / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():
+                shutil.copytree(source, target, dirs_exist_ok=True)
+            else:
+                shutil.copy2(source, target)
         for mount, prepared in self.datasets.items():
             shutil.copytree(prepared.public, root / "data" / mount)
             if prepared.private is not None:
@@ -190,6 +200,21 @@ class Grader:
         from rgym_core.serialization import dumps
 
         (self.out_dir / f"{stem}.json").write_text(dumps(record, indent=2))
+
+
+def resolve_includes(task: TaskSpec) -> dict[str, Path]:
+    """The extra grader files of a task (``grader.include``), checked to exist and
+    to stay inside the grader folder once copied."""
+    out: dict[str, Path] = {}
+    for source, name in task.grader.include.items():
+        path = task.path(source)
+        if path is None or not path.exists():
+            raise GradingError(f"task '{task.id}': grader.include: '{source}' not found in {task.root}")
+        if name.startswith("/") or ".." in Path(name).parts:
+            raise GradingError(f"task '{task.id}': grader.include: target '{name}' must be a "
+                               f"relative name inside the grader folder")
+        out[name] = path.resolve()
+    return out
 
 
 def glob_match(rel: str, pattern: str) -> bool:

@@ -6,14 +6,27 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.status import Status
 
 from rgym_core.records import EpisodeResult
 from rgym_core.specs import TaskSpec
 
+END_REASONS = {
+    "submit": "the agent submitted",
+    "max_steps": "the step budget ran out",
+    "time": "the time limit was reached",
+    "cost": "the cost limit would have been crossed",
+    "tokens": "the token limit was reached",
+    "agent_error": "the agent failed",
+    "format_error": "the agent gave malformed output too often",
+    "sandbox_error": "the sandbox failed",
+    "cancelled": "a signal cancelled the episode",
+    "error": "rgym failed",
+}
 
-def _action_text(step: Any) -> str:
-    action = step.action
+
+def _action_text(action: Any) -> str:
     if action.tool == "bash":
         text = str(action.args.get("command", ""))
     else:
@@ -29,8 +42,8 @@ class EpisodeProgress:
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.console = Console(stderr=True)
-        self.out = Console()
+        self.console = Console(stderr=True, soft_wrap=True)
+        self.out = Console(soft_wrap=True)
         self._status: Status | None = None
 
     def __enter__(self) -> EpisodeProgress:
@@ -49,15 +62,18 @@ class EpisodeProgress:
             return
         if event == "start" and self._status is None:
             self.console.print(f"[dim]run directory: {data['run_dir']}[/dim]")
-        if event == "step":
-            step, status = data["step"], data["status"]
+        if event in ("action", "step"):
+            status = data["status"]
+            index, action = ((data["index"], data["action"]) if event == "action"
+                             else (data["step"].index, data["step"].action))
             total = status.budget.max_steps or "∞"
             cost = f" · ${status.usage.cost_usd:.4f}" if status.usage.cost_usd else ""
-            line = (f"step {step.index}/{total} · {step.action.tool}: {_action_text(step)} · "
+            state = "running" if event == "action" else "done"
+            line = (f"step {index}/{total} · {action.tool}: {_action_text(action)} · {state} · "
                     f"{status.elapsed_s:.0f} s{cost}")
             if self._status is not None:
                 self._status.update(line)
-            elif not self.console.is_terminal:
+            elif event == "step" and not self.console.is_terminal:
                 print(line, file=sys.stderr, flush=True)
         elif event == "grading" and self._status is not None:
             self._status.update(f"grading ({data['kind']})...")
@@ -76,8 +92,13 @@ class EpisodeProgress:
             others = {k: v for k, v in (result.final_scores or {}).items() if k != primary}
             if others:
                 self.out.print("other metrics: " + ", ".join(f"{k} = {v:.4g}" for k, v in others.items()))
+        reason = END_REASONS.get(result.end_reason or "", result.end_reason)
+        if reason and result.end_reason != "submit":
+            self.out.print(f"ended because {reason}", highlight=False)
+        if result.agent_error:
+            self.out.print(f"[red]agent error:[/red] {escape(result.agent_error)}", highlight=False)
         if result.error:
-            self.out.print(f"[red]error:[/red] {result.error}", markup=True, highlight=False)
+            self.out.print(f"[red]error:[/red] {escape(result.error)}", highlight=False)
         cost = f", cost ${result.cost_usd:.4f}" if result.cost_usd else ""
         self.out.print(f"steps: {result.steps}, time: {result.duration_s:.1f} s{cost}")
         self.out.print(f"run directory: {result.run_dir}", highlight=False, soft_wrap=True)

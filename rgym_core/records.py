@@ -158,6 +158,7 @@ class EpisodeResult:
     ended_at: float = 0.0
     duration_s: float = 0.0
     error: str | None = None
+    agent_error: str | None = None
     end_reason: str | None = None
     run_dir: str | None = None
     tags: dict[str, str] = field(factory=dict)

@@ -58,6 +58,35 @@ class PluginInfo:
     error: str | None = None
 
 
+#: Where the names of rgym's own packs come from, for "unknown name" messages.
+_PACKS = {
+    "rgym-sandbox-docker": ("plugins/sandbox-docker", ["docker"]),
+    "rgym-agent-react": ("agents/react", ["react"]),
+    "rgym-agent-baseline": ("agents/baseline", ["baseline"]),
+    "rgym-llm": ("plugins/llm", ["openai-compatible", "openai", "anthropic", "vllm", "ollama",
+                                 "openrouter", "litellm"]),
+    "rgym-tools-literature": ("plugins/literature", ["literature", "literature_search"]),
+    "rgym-tools-pdf": ("plugins/pdf", ["pdf", "read_pdf"]),
+    "rgym-tools-memory": ("plugins/memory", ["memory", "memory_read", "memory_write"]),
+    "rgym-task-gametheory": ("task-packs/gametheory", ["prisoners-dilemma", "battle-of-sexes",
+                                                        "blotto"]),
+    "rgym-task-sat": ("task-packs/sat", ["3sat"]),
+    "rgym-task-tabular": ("task-packs/tabular", ["house-price", "titanic"]),
+}
+_SINGULAR = {"tasks": "task", "datasets": "dataset", "tools": "tool", "agents": "agent",
+             "sandboxes": "sandbox", "model_providers": "model provider"}
+_LIST_WORD = {"model_providers": "models"}
+
+
+def install_hint(name: str) -> str:
+    """``; it comes with ...`` when ``name`` belongs to one of rgym's own packs."""
+    short = name.split("/", 1)[-1]
+    for dist, (folder, names) in _PACKS.items():
+        if short in names or name in names:
+            return f"; it comes with the {dist} pack: pip install {dist} (or ./{folder} in a checkout)"
+    return ""
+
+
 def _name_of(kind: str, item: Any) -> str:
     if kind in ("tasks", "datasets"):
         return item.id
@@ -102,13 +131,13 @@ class Registry:
         matches = [r for key, r in table.items() if key.split("/", 1)[-1] == name]
         if len(matches) == 1:
             return matches[0]
-        singular = kind[:-1].replace("_", " ")
+        singular = _SINGULAR[kind]
         if matches:
             names = ", ".join(sorted(r.name for r in matches))
             raise RegistryError(f"{singular} '{name}' is ambiguous: {names}; use the full name")
         known = ", ".join(sorted(table)) or "none installed"
-        raise RegistryError(f"unknown {singular} '{name}' (known: {known}); "
-                            f"`rgym list {kind}` shows what is installed")
+        hint = install_hint(name) or f"; `rgym list {_LIST_WORD.get(kind, kind)}` shows what is installed"
+        raise RegistryError(f"unknown {singular} '{name}' (installed: {known}){hint}")
 
     def task(self, name: str) -> Any:
         return self.resolve("tasks", name).item
@@ -201,6 +230,10 @@ def load_registry(*, only: Iterable[str] | None = None, disabled: Iterable[str] 
             continue
         dist_of[ep.name] = dist
         registry.plugins.append(PluginInfo(ep.name, dist, version, True))
+    known_names = {p.name for p in registry.plugins} | {p.distribution for p in registry.plugins}
+    for wanted in [*only_list, *disabled_list]:
+        if wanted not in known_names:
+            registry._warn(f"rgym: no installed plugin is called '{wanted}' (see `rgym list plugins`)")
     for name, plugin in extra_plugins:
         pm.register(plugin, name=name)
         dist_of[name] = name
@@ -221,13 +254,13 @@ def load_registry(*, only: Iterable[str] | None = None, disabled: Iterable[str] 
             for item in items:
                 name = _name_of(kind, item)
                 if "/" not in name:
-                    registry._warn(f"rgym: {kind[:-1]} '{name}' from '{dist}' is not namespaced "
+                    registry._warn(f"rgym: {_SINGULAR[kind]} '{name}' from '{dist}' is not namespaced "
                                    f"as 'pack/name'; skipped")
                     continue
                 if name in table and table[name].distribution != dist:
                     other = table[name].distribution
                     raise RegistryError(
-                        f"{kind[:-1].replace('_', ' ')} '{name}' is registered by both '{other}' and "
+                        f"{_SINGULAR[kind]} '{name}' is registered by both '{other}' and "
                         f"'{dist}'; uninstall one, or restrict plugins with --plugins / RGYM_PLUGINS")
                 table[name] = Registered(name, item, impl.plugin_name, dist)
     return registry

@@ -20,6 +20,19 @@ from rgym_core.serialization import SpecError, structure
 TRAJECTORY_FILE = "trajectory.jsonl"
 
 
+def recorded_task(path: Path | str) -> str | None:
+    """The task id named by a trajectory's ``start`` record, if any."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / TRAJECTORY_FILE
+    try:
+        with path.open(encoding="utf-8") as fh:
+            first = json.loads(fh.readline() or "{}")
+    except (OSError, json.JSONDecodeError):
+        return None
+    return first.get("task") if isinstance(first, dict) and first.get("type") == "start" else None
+
+
 def load_actions(path: Path | str) -> list[Action]:
     """The actions of a saved trajectory (a run directory or its ``trajectory.jsonl``).
 
@@ -64,6 +77,11 @@ class ReplayAgent:
                              "--agent-option trajectory=RUN_DIR (or .../trajectory.jsonl)")
         self.source = Path(str(source)).expanduser()
         self.actions = load_actions(self.source)
+        recorded = recorded_task(self.source)
+        any_task = str(config.options.get("any_task", "")).lower() in ("1", "true", "yes")
+        if config.task_id and recorded and recorded != config.task_id and not any_task:
+            raise ValueError(f"{self.source}: the trajectory is of task '{recorded}', not "
+                             f"'{config.task_id}'; pass --agent-option any_task=true to replay it anyway")
         self.position = 0
         self.unknown_tools: list[str] = []
 

@@ -105,13 +105,11 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
 
 
-def make_run_dir(runs_dir: Path, task_id: str, agent: str, model: str | None, run_id: str) -> Path:
-    """``runs/<task>/<agent>[__<model>]/<timestamp>-<run id>/``."""
+def run_dir_path(runs_dir: Path, task_id: str, agent: str, model: str | None, run_id: str) -> Path:
+    """``runs/<task>/<agent>[__<model>]/<timestamp>-<run id>/`` (not created)."""
     solver = _short(agent) + (f"__{_slug(model)}" if model else "")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = runs_dir / task_id.replace("/", "__") / solver / f"{stamp}-{run_id}"
-    path.mkdir(parents=True, exist_ok=False)
-    return path
+    return runs_dir / task_id.replace("/", "__") / solver / f"{stamp}-{run_id}"
 
 
 def select_tools(registry: Registry, task: TaskSpec, requested: list[str]) -> list[Tool]:
@@ -179,13 +177,15 @@ def _signals_as_interrupt() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous_term = signal.signal(signal.SIGTERM, handler)
+    previous_int = signal.signal(signal.SIGINT, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 @contextmanager
@@ -231,6 +231,8 @@ class Episode:
         self.scores: list[ScoreRecord] = []
         self.state: dict[str, Any] = {}
         self.step_index = 0
+        self.completed_steps = 0
+        self._agent_error: str | None = None
         self._pending_info: dict[str, Any] = {}
 
     # -- setup ------------------------------------------------------------------
@@ -264,13 +266,25 @@ class Episode:
         return spec.factory(cfg)
 
     def _make_agent(self) -> Agent:
+        """Build the agent before the run directory exists, so a bad model name,
+        a missing key or an unknown option stops the run with a usage error."""
         if self._agent is not None:
             return self._agent
         assert self.agent_spec is not None
+        spec = self.agent_spec
+        if spec.options is not None:
+            unknown = sorted(set(self.config.agent_options) - set(spec.options))
+            if unknown:
+                known = ", ".join(f"{k} ({v})" for k, v in sorted(spec.options.items())) or "none"
+                raise RunError(f"agent '{self.agent_name}' has no option {', '.join(unknown)}; "
+                               f"its options: {known}")
         cfg = AgentConfig(model=self.config.model, base_url=self.config.base_url,
                           seed=self.config.seed, options=dict(self.config.agent_options),
-                          run_dir=self.run_dir)
-        return self.agent_spec.factory(cfg)
+                          run_dir=self.run_dir, task_id=self.task.id)
+        try:
+            return spec.factory(cfg)
+        except (ValueError, LookupError, OSError, RuntimeError) as exc:
+            raise RunError(f"agent '{self.agent_name}' could not start: {exc}") from None
 
     # -- the loop ---------------------------------------------------------------
 
@@ -282,8 +296,10 @@ class Episode:
             datasets = _resolve_datasets(self.registry, self.task, self.config)
         except (DatasetError, RegistryError) as exc:
             raise RunError(str(exc)) from None
-        self.run_dir = make_run_dir(Path(self.config.runs_dir), self.task.id, self.agent_name,
+        self.run_dir = run_dir_path(Path(self.config.runs_dir), self.task.id, self.agent_name,
                                     self.config.model, self.run_id)
+        agent = self._make_agent()
+        self.run_dir.mkdir(parents=True, exist_ok=False)
         self._write_config(tools)
         self.writer = TrajectoryWriter(self.run_dir / TRAJECTORY_FILE)
         self.writer.write("start", {"run_id": self.run_id, "task": self.task.id,
@@ -318,11 +334,12 @@ class Episode:
                                       state=self.state, grade=self._grade, record=self._record,
                                       action_timeout_s=self.budget.action_timeout_s,
                                       episode_id=self.run_id)
-                    self._run_loop(sandbox, ctx, result)
-                except KeyboardInterrupt:
+                    self._run_loop(sandbox, ctx, result, agent)
+                except KeyboardInterrupt as exc:
                     result.status = ExitStatus.CANCELLED
                     result.end_reason = "cancelled"
-                    result.error = "cancelled by SIGINT or SIGTERM"
+                    name = str(exc) if str(exc).startswith("SIG") else "SIGINT"
+                    result.error = f"cancelled by {name}"
         except Exception as exc:  # noqa: BLE001 - any failure still leaves a result
             result.status = ExitStatus.ERROR
             result.error = f"{type(exc).__name__}: {exc}"
@@ -333,14 +350,14 @@ class Episode:
                 self._finish(sandbox, ctx, result)
         return result
 
-    def _run_loop(self, sandbox: Sandbox, ctx: ToolContext, result: EpisodeResult) -> None:
+    def _run_loop(self, sandbox: Sandbox, ctx: ToolContext, result: EpisodeResult,
+                  agent: Agent) -> None:
         facts = sandbox.describe()
         self.status.extras.update({k: v for k, v in facts.items() if k in ("memory", "gpus", "cpus")})
         for tool in self.tools.values():
             ctx.tool_config = self.task.tool_config.get(tool.namespace, {})
             tool.start(ctx)
             self.status.providers.append(lambda t=tool: t.status(ctx))
-        agent = self._make_agent()
         context = TaskContext(
             task_id=self.task.id, description=self.task.description,
             tools=[t.schema for t in self.tools.values()], budget=self.budget, status=self.status,
@@ -412,12 +429,14 @@ class Episode:
             remaining = self.status.time_left_s
             ctx.action_timeout_s = (budget.action_timeout_s if remaining is None
                                     else max(1.0, min(budget.action_timeout_s, remaining)))
+            self.progress("action", {"index": self.step_index, "action": action, "status": self.status})
             observation = self._execute(action, ctx)
             duration = time.monotonic() - t0
             step = Step(index=self.step_index, action=action, observation=observation,
                         started_at=started, duration_s=round(duration, 6),
                         elapsed_s=round(self.status.elapsed_s, 3))
             self.writer.step(step)
+            self.completed_steps = self.step_index
             self._lifecycle("rgym_step", episode=self.info, step=step)
             self.progress("step", {"step": step, "status": self.status})
             if observation.info.get("sandbox_error"):
@@ -433,6 +452,7 @@ class Episode:
     def _agent_stopped(self, exc: Exception, reason: str) -> None:
         """Record an agent's stop, counting the model usage of its unfinished action
         (agents attach ``usage`` and ``llm_calls`` to the exception)."""
+        self._agent_error = f"{type(exc).__name__}: {exc}"
         usage = getattr(exc, "usage", None)
         if usage is not None:
             self.status.usage.add(usage)
@@ -495,9 +515,7 @@ class Episode:
             missing = record.details.get("missing_submission")
             result.status = ExitStatus.SUBMISSION_MISSING if missing else ExitStatus.EVALUATION_ERROR
             result.error = record.error
-        agent_error = getattr(self, "_agent_error", None)
-        if agent_error and not result.error:
-            result.error = agent_error
+        result.agent_error = self._agent_error
 
     def _lifecycle(self, hook: str, **kwargs: Any) -> None:
         for impl in getattr(self.registry.hook, hook).get_hookimpls():
@@ -509,7 +527,7 @@ class Episode:
 
     def _finish(self, sandbox: Sandbox | None, ctx: ToolContext | None, result: EpisodeResult) -> None:
         result.scores = list(self.scores)
-        result.steps = self.step_index
+        result.steps = self.completed_steps
         usage = self.status.usage
         result.cost_usd = round(usage.cost_usd, 6)
         result.input_tokens = usage.input_tokens

@@ -38,18 +38,21 @@ class ScriptedAgent:
         self.config = config
         self.actions: list[Action] = []
         self.observations: list[Observation] = []
-
-    def start(self, context: TaskContext) -> None:
-        script_file = self.config.options.get("script")
-        if script_file:
-            data = read_data_file(Path(script_file))
+        self._script: list[Action] | None = None
+        script_file = config.options.get("script")
+        if script_file:  # read now, so a bad script stops the run before it starts
+            data = read_data_file(Path(str(script_file)))
             if not isinstance(data, list):
                 raise SpecError(str(script_file), "", "a script is a list of actions")
-            items, where = data, str(script_file)
+            self._script = [_to_action(item, f"{script_file}[{i}]") for i, item in enumerate(data)]
+
+    def start(self, context: TaskContext) -> None:
+        if self._script is not None:
+            self.actions = list(self._script)
         else:
             items = context.scripted_actions or DEFAULT_SCRIPT
             where = f"task {context.task_id}: scripted_actions"
-        self.actions = [_to_action(item, f"{where}[{i}]") for i, item in enumerate(items)]
+            self.actions = [_to_action(item, f"{where}[{i}]") for i, item in enumerate(items)]
         tools = {t.name for t in context.tools}
         if "submit" in tools and not any(a.tool == "submit" for a in self.actions):
             self.actions.append(Action(tool="submit"))

@@ -104,12 +104,16 @@ class GraderSpec:
     folder for every grading (``submission/``, ``grader/``, ``data/<mount>`` and
     ``private/<mount>``), runs ``python grader/<entry>`` there with
     ``RGYM_SCORES_FILE`` pointing at the JSON file the grader must write, and
-    never executes a file the agent could edit.  ``location`` chooses the host or
+    never executes a file the agent could edit.  ``include`` maps extra files or
+    folders of the pack (paths relative to the task folder, e.g.
+    ``../_shared/arena.py``) to names inside ``grader/``, so tasks of one pack share
+    grader code without copies.  ``location`` chooses the host or
     a separate short-lived sandbox (for backends that support it).
     """
 
     entry: str = "evaluate.py"
     files: str = "grader"
+    include: dict[str, str] = field(factory=dict)
     location: GraderLocation = "host"
     timeout_s: float = field(default=600.0, validator=_positive)
     submission: list[str] = field(factory=lambda: ["**/*"])

@@ -130,7 +130,8 @@ def test_agent_crash_autosubmits(registry, runs_dir: Path) -> None:  # type: ign
     agent = ListAgent(Action.bash("python baseline.py"), ValueError("model exploded"))
     result = run_with(registry, runs_dir, agent)
     assert result.status is ExitStatus.AUTOSUBMITTED_AGENT_ERROR
-    assert "model exploded" in (result.error or "")
+    assert "model exploded" in (result.agent_error or "")
+    assert result.end_reason == "agent_error"
     assert result.final_scores is not None
 
 

@@ -944,16 +944,30 @@ class LocalSandbox(Sandbox):
                 env={"PATH": "/usr/bin:/bin", "LC_ALL": "C", SANDBOX_ID_VAR: self.sandbox_id},
                 **_user_kwargs(self.user))
             assert proc.stdout is not None
+            unreadable: tarfile.TarError | None = None
             try:
-                with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
-                    tar.extractall(dest.parent, filter=rename)
-            except tarfile.ReadError:
-                pass
+                try:
+                    with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+                        tar.extractall(dest.parent, filter=rename)
+                except tarfile.ReadError as exc:  # tar failed before writing anything
+                    unreadable = exc
+                # tarfile stops at the end-of-archive marker, but tar still writes the
+                # rest of its last record: read to the end, or it dies of SIGPIPE.
+                while proc.stdout.read(_READ_SIZE):
+                    pass
             finally:
-                proc.stdout.close()
-            if proc.wait() != 0:
-                errors.seek(0)
-                raise _os_error(errors.read().decode("utf-8", "replace"), full)
+                proc.stdout.close()  # early only when extracting failed: tar then stops
+                returncode = proc.wait()
+            errors.seek(0)
+            message = errors.read().decode("utf-8", "replace")
+            # Exit 1: a file changed while tar read it; the archive is still whole.
+            if returncode not in (0, 1):
+                raise _os_error(message, full)
+            if unreadable is not None:
+                raise OSError(errno.EIO, f"tar wrote an unreadable archive ({unreadable})", full)
+            if returncode == 1:
+                log.warning("rgym local sandbox: %s changed while it was copied out: %s",
+                            full, message.strip())
 
     # -- facts -------------------------------------------------------------------
 

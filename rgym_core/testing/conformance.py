@@ -57,6 +57,20 @@ def _run_ok(box: Sandbox, command: str, timeout: float = 30) -> str:
     return result.output
 
 
+def _host_tree(top: Path) -> tuple[dict[str, bytes], set[str]]:
+    """The files (relative path -> content) and folders under a host folder."""
+    assert top.is_dir(), f"{top} is not a folder"
+    files: dict[str, bytes] = {}
+    dirs: set[str] = set()
+    for path in top.rglob("*"):
+        rel = path.relative_to(top).as_posix()
+        if path.is_dir():
+            dirs.add(rel)
+        else:
+            files[rel] = path.read_bytes()
+    return files, dirs
+
+
 class SandboxConformance:
     """Behaviour every sandbox backend must show; subclass it and provide ``make_sandbox``."""
 
@@ -260,6 +274,45 @@ class SandboxConformance:
             box.copy_out("nothing-here", out / "nothing")
         with pytest.raises(FileNotFoundError):
             box.copy_in(tmp_path / "absent", "absent")
+
+    def test_copy_out_is_reliable(self, make_sandbox: MakeSandbox, tmp_path: Path) -> None:
+        """Copy folders of many sizes and shapes out again and again: every copy must
+        succeed and match.  A file that grows by one tar block per round moves the
+        archive's end across every position of a tar record, and ``edge.bin`` (a
+        header and 18 blocks) puts the end marker across the first 20-block record
+        boundary, so a reader that stops at the end marker while the archiver still
+        writes its padding shows up."""
+        box = make_sandbox()
+        edge = BINARY[:18 * 512]
+        box.write_file("edge.bin", edge)
+        expected = {
+            "empty.txt": b"",
+            "ten_kb.bin": BINARY[:10_000],
+            "hundred_kb.bin": (BINARY * 7)[:100_000],
+            "pkg/__init__.py": b"",
+            "pkg/mod.py": b"X = 1\n",
+            "pkg/__pycache__/mod.cpython-311.pyc": BINARY[:777],
+            "pkg/deep/er/leaf.txt": b"leaf\n",
+        }
+        for rel, data in expected.items():
+            box.write_file(f"tree/{rel}", data)
+        _run_ok(box, "mkdir -p tree/empty_dir nothing_inside")
+        expected_dirs = {"empty_dir", "pkg", "pkg/__pycache__", "pkg/deep", "pkg/deep/er"}
+        for round_ in range(30):
+            grow = BINARY[:512 * round_ + round_ % 3]
+            box.write_file("tree/grow.bin", grow)
+            box.write_file("single.bin", grow)
+            out = tmp_path / f"round{round_}"
+            box.copy_out("tree", out / "tree")
+            box.copy_out("nothing_inside", out / "nothing_inside")
+            box.copy_out("single.bin", out / "single.bin")
+            box.copy_out("edge.bin", out / "edge.bin")
+            files, dirs = _host_tree(out / "tree")
+            assert files == {**expected, "grow.bin": grow}, f"round {round_}"
+            assert dirs == expected_dirs, f"round {round_}"
+            assert _host_tree(out / "nothing_inside") == ({}, set()), f"round {round_}"
+            assert (out / "single.bin").read_bytes() == grow, f"round {round_}"
+            assert (out / "edge.bin").read_bytes() == edge, f"round {round_}"
 
     # -- layout -------------------------------------------------------------------------
 

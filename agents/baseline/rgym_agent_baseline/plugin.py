@@ -10,4 +10,6 @@ from rgym_core import AgentSpec, hookimpl
 def rgym_register_agents() -> list[AgentSpec]:
     return [AgentSpec(name="baseline/baseline", factory=BaselineAgent,
                       description="runs the task's baseline command and submits (no LLM): "
-                                  "the reference row of every task")]
+                                  "the reference row of every task",
+                      options={"command": "run this instead of the task's baseline command",
+                               "validate": "true to validate before submitting"})]

@@ -119,6 +119,10 @@ class ReactAgent:
         self._pending_call_id: str | None = None
         self._note: str | None = None
         self._started = False
+        if self.client is None and config.model:
+            # Built now, so an unknown provider or a missing key stops the run before it starts.
+            self.client = create_model_client(config.model, base_url=config.base_url,
+                                              **self.client_options)
 
     # -- the agent protocol --------------------------------------------------------
     def start(self, context: TaskContext) -> None:

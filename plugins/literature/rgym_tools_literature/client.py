@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 from attrs import define, field
 
-from rgym_tools_literature.retry import RetryPolicy, call_with_retries, check_status
+from rgym_core.http import RetryPolicy, call_with_retries, check_status
 
 DEFAULT_BASE_URL = "https://api.semanticscholar.org"
 SEARCH_PATH = "/graph/v1/paper/search"
@@ -181,7 +181,7 @@ class SemanticScholarClient:
                year_to: int | None = None) -> SearchResult:
         """Up to ``limit`` papers for ``query``, following ``next`` across pages.
 
-        Raises :class:`~rgym_tools_literature.retry.RequestFailed` when the API
+        Raises :class:`~rgym_core.http.RequestFailed` when the API
         cannot be reached and :class:`ScholarResponseError` for malformed answers.
         """
         papers: list[Paper] = []

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rgym_core.http import RequestFailed, RetryPolicy
 from rgym_core.tools import Tool, ToolArg, ToolContext, ToolError, ToolResult, ToolSchema
 from rgym_tools_literature.cache import SearchCache, default_cache_dir, ttl_from_env
 from rgym_tools_literature.client import (
@@ -26,7 +27,6 @@ from rgym_tools_literature.client import (
 )
 from rgym_tools_literature.leakage import LeakageConfigError, LeakagePolicy
 from rgym_tools_literature.render import render_results, withheld_note
-from rgym_tools_literature.retry import RequestFailed, RetryPolicy
 
 #: Most results one call may ask for.
 MAX_LIMIT = 100

@@ -9,10 +9,10 @@ import pytest
 from lit_helpers import make_ctx
 from rgym_tools_literature.client import SEARCH_PATH, Paper
 from rgym_tools_literature.leakage import LeakagePolicy, normalise_id
-from rgym_tools_literature.retry import RetryPolicy
 from rgym_tools_literature.testing import LoopbackServer, make_paper, scholar_search_handler
 from rgym_tools_literature.tool import LiteratureSearchTool
 
+from rgym_core.http import RetryPolicy
 from rgym_core.tools import ToolError
 
 SOURCE = make_paper("src-paper-id", "SD-LoRA: Scalable Decoupled Low-Rank Adaptation", year=2025,

@@ -11,7 +11,6 @@ import pytest
 from lit_helpers import make_ctx
 from rgym_tools_literature.cache import SearchCache
 from rgym_tools_literature.client import SEARCH_PATH, SearchResult, SemanticScholarClient
-from rgym_tools_literature.retry import RetryPolicy
 from rgym_tools_literature.testing import (
     LoopbackServer,
     Reply,
@@ -20,6 +19,7 @@ from rgym_tools_literature.testing import (
 )
 from rgym_tools_literature.tool import LiteratureSearchTool
 
+from rgym_core.http import RetryPolicy
 from rgym_core.tools import ToolError
 
 LONG_ABSTRACT = "Diffusion transformers scale well. " * 40

@@ -1,7 +1,8 @@
 """The HTTP machinery shared by every provider: options, timeouts, retries,
 the pre-call cost check and cost accounting.
 
-Retry policy: 408, 409, 429, 5xx, connection errors and timeouts are retried
+Retry policy (rgym_core.http's, filled from :class:`ClientOptions`): 408,
+409, 429, 5xx, connection errors and timeouts are retried
 with jittered exponential backoff (``backoff_initial_s`` doubling up to
 ``backoff_max_s``), or after exactly the delay a ``Retry-After`` (or
 ``retry-after-ms``) header asks for, until ``max_attempts`` attempts or
@@ -13,19 +14,23 @@ means the endpoint does not speak the format).  400, 401, 403, 404 and other
 
 from __future__ import annotations
 
-import email.utils
 import json
 import math
 import time
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import httpx
-import tenacity
 from attrs import define, field
 
+from rgym_core.http import (
+    RequestFailed,
+    RetryPolicy,
+    call_with_retries,
+    is_retryable_status,
+    retry_after_seconds,
+)
 from rgym_core.models import ModelResponse
 from rgym_llm.errors import (
     ModelAPIError,
@@ -89,30 +94,8 @@ class ClientOptions:
             raise ModelConfigError(f"{provider}: bad option value: {exc}") from None
 
 
-def parse_retry_after(headers: httpx.Headers | dict[str, str], *, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` as seconds or an HTTP date."""
-    lowered = {k.lower(): v for k, v in headers.items()}
-    if "retry-after-ms" in lowered:
-        try:
-            return max(0.0, float(lowered["retry-after-ms"]) / 1000)
-        except ValueError:
-            pass
-    value = lowered.get("retry-after")
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    current = datetime.now(UTC).timestamp() if now is None else now
-    return max(0.0, when.timestamp() - current)
+#: The name rgym_llm has always exported; the parser is rgym_core's.
+parse_retry_after = retry_after_seconds
 
 
 def estimate_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
@@ -173,9 +156,17 @@ class ChatClient:
                                    "a .env file in the working directory")
         self.prices = prices or PriceTable.load(self.options.prices)
         self._sleep = sleep
-        timeout = httpx.Timeout(connect=self.options.connect_timeout, read=self.options.read_timeout,
-                                write=self.options.read_timeout, pool=self.options.connect_timeout)
-        self._http = httpx.Client(timeout=timeout, transport=transport, follow_redirects=False)
+        opts = self.options
+        #: The shared rgym_core policy, filled from the options; ``max_wait_s`` caps
+        #: both one wait the server asks for and all waits of a call together.
+        self.retry_policy = RetryPolicy(
+            max_attempts=max(1, opts.max_attempts), backoff_base_s=opts.backoff_initial_s,
+            backoff_max_s=opts.backoff_max_s, max_retry_after_s=opts.max_wait_s,
+            max_total_wait_s=opts.max_wait_s,
+            timeout=httpx.Timeout(connect=opts.connect_timeout, read=opts.read_timeout,
+                                  write=opts.read_timeout, pool=opts.connect_timeout))
+        self._http = httpx.Client(timeout=self.retry_policy.timeout, transport=transport,
+                                  follow_redirects=False)
 
     # -- provider-specific parts --------------------------------------------------
     def _endpoint(self) -> str:
@@ -271,7 +262,7 @@ class ChatClient:
             return ModelRateLimitError(f"{where} (rate limited): {detail}", provider=self.provider,
                                        status=status, retryable=True,
                                        retry_after=parse_retry_after(response.headers))
-        if status >= 500 or status in (408, 409):
+        if is_retryable_status(status):
             return ModelServerError(f"{where}: {detail}", provider=self.provider, status=status,
                                     retryable=True, retry_after=parse_retry_after(response.headers))
         if status == 404:
@@ -318,46 +309,31 @@ class ChatClient:
                                        provider=self.provider, retryable=True) from None
 
     def _post_with_retries(self, payload: dict[str, Any], stream: bool) -> ModelResponse:
-        opts = self.options
-        malformed = [0]
-        backoff = tenacity.wait_random_exponential(multiplier=opts.backoff_initial_s,
-                                                   max=opts.backoff_max_s)
+        malformed = 0
 
-        def should_retry(exc: BaseException) -> bool:
+        def retryable(exc: BaseException) -> bool:
+            nonlocal malformed
             if not isinstance(exc, ModelAPIError) or not exc.retryable:
                 return False
             if isinstance(exc, ModelResponseError):
-                malformed[0] += 1
-                return malformed[0] <= 1
+                malformed += 1
+                return malformed <= 1
             return True
 
-        def wait(state: tenacity.RetryCallState) -> float:
-            exc = state.outcome.exception() if state.outcome else None
-            if isinstance(exc, ModelAPIError) and exc.retry_after is not None:
-                return exc.retry_after
-            return backoff(state)
-
-        def stop(state: tenacity.RetryCallState) -> bool:
-            return (state.attempt_number >= opts.max_attempts
-                    or state.idle_for + state.upcoming_sleep > opts.max_wait_s)
-
-        retrying = tenacity.Retrying(retry=tenacity.retry_if_exception(should_retry), wait=wait,
-                                     stop=stop, sleep=self._sleep, reraise=True)
-        attempts = 0
         try:
-            for attempt in retrying:
-                with attempt:
-                    attempts += 1
-                    return self._send_once(payload, stream)
-        except ModelAPIError as exc:
-            if not exc.retryable:
-                raise
-            note = f" (gave up after {attempts} attempts"
-            if exc.retry_after is not None and exc.retry_after > opts.max_wait_s:
-                note += f"; the server asked to wait {exc.retry_after:g} s, over max_wait_s={opts.max_wait_s:g}"
-            note += ")"
-            final = type(exc)(str(exc) + note, provider=exc.provider, status=exc.status,
+            response, _ = call_with_retries(
+                lambda: self._send_once(payload, stream), self.retry_policy,
+                service=self.provider, retryable=retryable,
+                retry_after=lambda exc: getattr(exc, "retry_after", None), sleep=self._sleep)
+        except RequestFailed as failed:
+            exc = failed.last_error
+            assert isinstance(exc, ModelAPIError)
+            max_wait_s = self.options.max_wait_s
+            note = f" (gave up after {failed.attempts} attempts"
+            if exc.retry_after is not None and exc.retry_after > max_wait_s:
+                note += f"; the server asked to wait {exc.retry_after:g} s, over max_wait_s={max_wait_s:g}"
+            final = type(exc)(str(exc) + note + ")", provider=exc.provider, status=exc.status,
                               retryable=exc.retryable, retry_after=exc.retry_after)
-            final.attempts = attempts
+            final.attempts = failed.attempts
             raise final from None
-        raise AssertionError("unreachable")  # pragma: no cover
+        return response

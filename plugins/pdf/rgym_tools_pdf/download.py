@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import httpx
 from attrs import define
-from rgym_tools_literature.retry import RetryPolicy, call_with_retries, check_status
 
+from rgym_core.http import RetryPolicy, call_with_retries, check_status
 from rgym_tools_pdf.netguard import URLGuard
 
 #: Content types accepted as PDFs without looking.
@@ -47,7 +47,7 @@ def download_pdf(url: str, *, max_bytes: int, guard: URLGuard,
 
     Raises :class:`NotAPdf` (wrong content type, no ``%PDF`` signature, larger
     than ``max_bytes``), :class:`~rgym_tools_pdf.netguard.BlockedURL` and
-    :class:`~rgym_tools_literature.retry.RequestFailed`.
+    :class:`~rgym_core.http.RequestFailed`.
     """
     policy = policy or RetryPolicy()
     service = httpx.URL(url).host or url

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rgym_tools_literature.leakage import LeakageConfigError, LeakagePolicy
-from rgym_tools_literature.retry import RequestFailed, RetryPolicy
 
+from rgym_core.http import RequestFailed, RetryPolicy
 from rgym_core.tools import Tool, ToolArg, ToolContext, ToolError, ToolResult, ToolSchema
 from rgym_tools_pdf.download import NotAPdf, download_pdf, looks_like_pdf
 from rgym_tools_pdf.extract import PdfError, open_pdf, page_text

@@ -16,6 +16,8 @@ from rgym_task_gametheory import MLGYM_BASELINES
 from rgym_task_gametheory.plugin import rgym_register_tasks
 
 from rgym_core import load_task
+from rgym_core.checks import check_pack
+from rgym_core.grading import resolve_includes
 
 TASKS_DIR = Path(__file__).resolve().parents[1] / "rgym_task_gametheory" / "tasks"
 TASKS = {"mlgym/prisoners-dilemma": "prisoners-dilemma", "mlgym/battle-of-sexes": "battle-of-sexes",
@@ -27,6 +29,8 @@ def _layout(tmp: Path, folder: str, strategy: str | None) -> Path:
     root = tmp / f"eval-{folder}"
     (root / "submission").mkdir(parents=True)
     shutil.copytree(TASKS_DIR / folder / "grader", root / "grader")
+    for name, source in resolve_includes(load_task(TASKS_DIR / folder)).items():
+        shutil.copy(source, root / "grader" / name)
     (root / "data").mkdir()
     (root / "private").mkdir()
     if strategy is not None:
@@ -81,11 +85,14 @@ def test_plugin_registers_the_three_tasks() -> None:
         assert task.primary_metric.name == "Score" and task.primary_metric.direction == "maximize"
         assert (task.root / "starter" / "strategy.py").is_file()
         assert (task.root / "grader" / "evaluate.py").is_file()
+    shared = {resolve_includes(task)["arena.py"] for task in tasks.values()}
+    assert shared == {(TASKS_DIR / "_shared" / "arena.py").resolve()}
 
 
-def test_graders_share_one_arena() -> None:
-    copies = {(TASKS_DIR / f / "grader" / "arena.py").read_bytes() for f in TASKS.values()}
-    assert len(copies) == 1, "the three grader/arena.py copies differ: copy the edited one"
+def test_check_pack_passes() -> None:
+    report = check_pack(TASKS_DIR.parent.parent)
+    assert report.ok, [f for f in report.findings if not f.ok]
+    assert {"grader.include '../_shared/arena.py'"} <= {f.message for f in report.findings}
 
 
 def test_opponent_code_is_not_in_the_starter_files() -> None:

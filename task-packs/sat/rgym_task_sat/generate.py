@@ -39,7 +39,7 @@ SETS: dict[str, tuple[int, dict[int, int]]] = {
 
 
 def _solver() -> ModuleType:
-    path = TASK_DIR / "grader" / "reference_solver.py"
+    path = TASK_DIR / "starter" / "solver.py"
     spec = importlib.util.spec_from_file_location("rgym_sat_reference_solver", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

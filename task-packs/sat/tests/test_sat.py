@@ -18,6 +18,8 @@ from rgym_task_sat import generate
 from rgym_task_sat.plugin import rgym_register_tasks
 
 from rgym_core import load_task
+from rgym_core.checks import check_pack
+from rgym_core.grading import resolve_includes
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "rgym_task_sat" / "tasks" / "3sat"
 GRADER = TASK_DIR / "grader"
@@ -28,6 +30,8 @@ def _layout(tmp: Path, heuristic: str | None, grader: Path = GRADER) -> Path:
     root = tmp / "eval"
     (root / "submission").mkdir(parents=True)
     shutil.copytree(grader, root / "grader")
+    for name, source in resolve_includes(load_task(TASK_DIR)).items():
+        shutil.copy(source, root / "grader" / name)
     (root / "data").mkdir()
     (root / "private").mkdir()
     shutil.copy(STARTER / "solver.py", root / "submission" / "solver.py")
@@ -149,7 +153,14 @@ def test_labels_agree_with_an_independent_solver() -> None:
 
 
 def test_grader_solver_is_the_starter_solver() -> None:
-    assert (GRADER / "reference_solver.py").read_bytes() == (STARTER / "solver.py").read_bytes()
+    includes = resolve_includes(load_task(TASK_DIR))
+    assert includes == {"reference_solver.py": (STARTER / "solver.py").resolve()}
+    assert not (GRADER / "reference_solver.py").exists()
+
+
+def test_check_pack_passes() -> None:
+    report = check_pack(TASK_DIR.parents[2])
+    assert report.ok, [f for f in report.findings if not f.ok]
 
 
 def test_starter_local_evaluation_runs() -> None:

@@ -1,7 +1,8 @@
 """Grader of mlgym/3sat (hidden from the agent).
 
 Checks the instance file against its recorded SHA-256, then solves every
-formula with this folder's copy of the DPLL solver and the agent's
+formula with ``reference_solver.py`` (the pack's pristine starter ``solver.py``,
+copied into this folder through ``grader.include``) and the agent's
 ``heuristic_fn``.  The agent's code runs in a separate Python process started
 with ``-c`` in the submission folder, with a scrubbed environment: it receives
 one formula at a time and never the labels nor this folder's path, and it runs

@@ -1,7 +1,8 @@
 """Plays an agent's ``row_strategy`` against a hidden opponent, safely.
 
-Shared by the game-theory graders (each task's ``grader/`` holds an identical
-copy: graders must be self-contained).  The agent's code runs in a separate
+Shared by the game-theory graders: every task's ``task.yaml`` lists it under
+``grader.include``, so the runner copies it into each evaluation's ``grader/``
+folder next to ``evaluate.py``.  The agent's code runs in a separate
 Python process started with ``-c`` in the submission folder, with a scrubbed
 environment, so it can import neither this file nor the opponent and never
 sees the seed.  The opponent and the payoffs stay in this (grader) process.
