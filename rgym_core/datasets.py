@@ -38,8 +38,10 @@ def data_dir_from_env(explicit: Path | str | None = None) -> Path | None:
         return None
     path = Path(value).expanduser()
     if not path.is_dir():
-        raise DatasetError(f"{path}: the data folder given by {source} does not exist; pass a folder "
-                           f"with one sub-folder per dataset (e.g. house-price/ames_train.csv)")
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise DatasetError(f"{path}: the data folder given by {source} {what}; pass a folder "
+                           f"with one sub-folder per dataset (e.g. house-price/ames_train.csv)"
+                           + ("" if explicit else ", or unset RGYM_DATA_DIR"))
     return path
 
 

@@ -64,8 +64,10 @@ class Grader:
             # The agent's commands run as an unprivileged user: make the hidden files and
             # the private dataset parts readable by root only, wherever they are installed.
             restrict_to_owner(grader_dir)
+            starter = task.path(task.starter_files)
             for source in self.includes.values():
-                restrict_to_owner(source)
+                if starter is None or not source.is_relative_to(starter.resolve()):
+                    restrict_to_owner(source)  # a starter file shared with the grader stays public
             for prepared in datasets.values():
                 if prepared.private is not None:
                     restrict_to_owner(prepared.private)

@@ -11,7 +11,9 @@ Isolation depends on how rgym runs:
   read-only (``a-w``), which the agent could undo.  Full protection needs root
   or the Docker backend.
 
-Neither mode limits memory, CPUs or the network; use the Docker backend for that.
+Neither mode limits memory, CPUs, processes, GPUs or the network; use the Docker
+backend for that.  :func:`unenforced_settings` names, as warnings at start, each
+such limit the user or the task asked for.
 
 The shell is one ``bash --noprofile --norc`` per sandbox, in its own session,
 reading commands from a pipe (its stdin is ``/dev/null``).  After each command
@@ -335,6 +337,48 @@ def _os_error(message: str, path: str) -> OSError:
     return OSError(errno.EIO, message.strip() or "failed", path)
 
 
+# -- settings this backend cannot enforce ---------------------------------------------
+
+
+def _visible_devices(gpus: str | None) -> str | None:
+    """CUDA_VISIBLE_DEVICES for ``--gpus``: a count ``N`` means the first N devices
+    (as the Docker backend reads it), a comma list names devices, ``all`` (or
+    nothing) leaves the variable unset."""
+    if gpus is None or gpus.strip() in ("", "all"):
+        return None
+    gpus = gpus.strip()
+    return ",".join(str(i) for i in range(int(gpus))) if gpus.isdigit() else gpus
+
+
+def unenforced_settings(config: SandboxConfig) -> list[str]:
+    """One warning line per limit the user or the task set that this backend cannot
+    enforce.  The task's default (network off) is not warned about, only an
+    explicit ``--no-network``."""
+    docker = "--sandbox docker"
+    found: list[str] = []
+    if config.network is False:
+        found.append("--no-network is not enforced by the local sandbox: agent commands "
+                     f"can reach the network (use {docker} for network isolation)")
+    res = config.resources
+    for flag, what, value in (("--memory", "memory limit", res.memory_mb and f"{res.memory_mb} MB"),
+                              ("--cpus", "CPU limit", res.cpus and f"{res.cpus:g} CPUs"),
+                              ("--pids", "process limit", res.pids)):
+        if value is not None:
+            found.append(f"the {what} ({value}; {flag} or the task's resources) is not "
+                         f"enforced by the local sandbox (use {docker} to enforce it)")
+    if config.gpus is not None:
+        devices = _visible_devices(config.gpus)
+        applied = ("the agent sees every GPU of this machine" if devices is None else
+                   f"it only sets CUDA_VISIBLE_DEVICES={devices!r}, which programs may ignore")
+        found.append(f"--gpus {config.gpus} is not enforced by the local sandbox: {applied} "
+                     f"(use {docker} to restrict GPUs)")
+    image, source = (config.image, "--image") if config.image else (res.image, "the task's image")
+    if image:
+        found.append(f"{source} {image} is not used by the local sandbox: commands run on "
+                     f"this machine with {sys.executable} (use {docker} to run in the image)")
+    return [f"rgym/local: {line}" for line in found]
+
+
 # -- the sandbox ---------------------------------------------------------------------
 
 
@@ -454,8 +498,8 @@ class LocalSandbox(Sandbox):
         self._env = self._make_env()
         if self.user is not None:
             self._check_workspace_reachable()
-        if not self.config.network_enabled:
-            log.debug("rgym local sandbox: the network cannot be turned off in this backend")
+        for message in unenforced_settings(self.config):
+            log.warning("%s", message)
         self._start_shell()
 
     def _check_workspace_reachable(self) -> None:
@@ -530,8 +574,9 @@ class LocalSandbox(Sandbox):
             "LANG": "C.UTF-8", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat",
             "RGYM_WORKSPACE": ws,
         }
-        if self.config.gpus and self.config.gpus != "all":
-            env["CUDA_VISIBLE_DEVICES"] = self.config.gpus
+        devices = _visible_devices(self.config.gpus)
+        if devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = devices
         env.update(self.config.env)
         env[SANDBOX_ID_VAR] = self.sandbox_id
         return env

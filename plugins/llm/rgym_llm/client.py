@@ -159,12 +159,16 @@ class ChatClient:
         opts = self.options
         #: The shared rgym_core policy, filled from the options; ``max_wait_s`` caps
         #: both one wait the server asks for and all waits of a call together.
-        self.retry_policy = RetryPolicy(
-            max_attempts=max(1, opts.max_attempts), backoff_base_s=opts.backoff_initial_s,
-            backoff_max_s=opts.backoff_max_s, max_retry_after_s=opts.max_wait_s,
-            max_total_wait_s=opts.max_wait_s,
-            timeout=httpx.Timeout(connect=opts.connect_timeout, read=opts.read_timeout,
-                                  write=opts.read_timeout, pool=opts.connect_timeout))
+        try:
+            self.retry_policy = RetryPolicy(
+                max_attempts=max(1, opts.max_attempts), backoff_base_s=opts.backoff_initial_s,
+                backoff_max_s=opts.backoff_max_s, max_retry_after_s=opts.max_wait_s,
+                max_total_wait_s=opts.max_wait_s,
+                timeout=httpx.Timeout(connect=opts.connect_timeout, read=opts.read_timeout,
+                                      write=opts.read_timeout, pool=opts.connect_timeout))
+        except ValueError as exc:
+            raise ModelConfigError(f"{provider}: bad retry option: {exc} (backoff_initial_s, "
+                                   "backoff_max_s and max_wait_s must be >= 0)") from None
         self._http = httpx.Client(timeout=self.retry_policy.timeout, transport=transport,
                                   follow_redirects=False)
 

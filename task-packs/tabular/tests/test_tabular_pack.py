@@ -159,6 +159,7 @@ def test_download_by_url_with_checksum_then_cached(tmp_path, file_server):
     (root / "f.csv").write_bytes(body)
     spec = attrs.evolve(house_spec(), checksums={"f.csv": hashlib.sha256(body).hexdigest()},
                         options={"urls": {"f.csv": f"{base}/f.csv"}})
+    (tmp_path / "nodata").mkdir()  # a data folder without this dataset: download
     folder = raw_files(spec, tmp_path / "nodata", tmp_path / "cache")
     assert (folder / "f.csv").read_bytes() == body
     (root / "f.csv").unlink()  # a second call uses the cache, not the server
