@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from rgym_core.sandbox import SandboxConfig, SandboxError, WorkspaceLayout, truncate_output
-from rgym_core.sandboxes.local import AGENT_USER, LocalSandbox, _Collector
+from rgym_core.sandboxes import local
+from rgym_core.sandboxes.local import AGENT_USER, LocalSandbox, _Collector, unenforced_settings
+from rgym_core.specs import Resources
 from rgym_core.testing.conformance import SandboxConformance
 
 ROOT = os.geteuid() == 0
@@ -263,3 +265,77 @@ def test_many_commands_in_a_row(make_sandbox) -> None:
     box = make_sandbox()
     for i in range(300):
         assert box.run(f"echo {i}; echo err{i} >&2").output == f"{i}\nerr{i}\n"
+
+
+# -- copying out while the agent writes ---------------------------------------------------
+
+
+def test_copy_out_while_a_file_grows(make_sandbox, tmp_path: Path) -> None:
+    """tar exits 1 when a file changes as it reads it: the copy is still whole, so
+    copy_out succeeds (the archive of a run with a background job writing its log)."""
+    box = make_sandbox()
+    box.run("mkdir d && head -c 5000000 /dev/zero > d/a.bin && "
+            "(while :; do echo line >> d/z.log; done) >/dev/null 2>&1 &")
+    for i in range(5):
+        box.copy_out("d", tmp_path / f"copy{i}")
+        assert (tmp_path / f"copy{i}" / "a.bin").stat().st_size == 5_000_000
+        assert set((tmp_path / f"copy{i}" / "z.log").read_text().split()) <= {"line"}
+
+
+# -- limits this backend cannot enforce -------------------------------------------------
+
+
+def test_defaults_warn_about_nothing() -> None:
+    assert unenforced_settings(SandboxConfig(run_id="x")) == []
+    # The task's network=false is every task's default: only an explicit --no-network warns.
+    assert unenforced_settings(SandboxConfig(run_id="x", resources=Resources(network=False))) == []
+    assert unenforced_settings(SandboxConfig(run_id="x", network=True)) == []
+    assert unenforced_settings(SandboxConfig(run_id="x", resources=Resources(gpus=1))) == []
+
+
+def test_each_unenforced_setting_warns_once(make_sandbox,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger=local.__name__):
+        box = make_sandbox(network=False, image="foo", gpus="all",
+                           resources=Resources(memory_mb=100, cpus=1.5, pids=64, image="bar"))
+    lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(lines) == 6, lines
+    assert all(line.startswith("rgym/local: ") and "--sandbox docker" in line for line in lines)
+    for words in ("--no-network", "100 MB", "1.5 CPUs", "process limit (64", "--gpus all",
+                  "--image foo"):
+        assert sum(words in line for line in lines) == 1, (words, lines)
+    assert not any("bar" in line for line in lines)  # --image overrides the task's image
+    assert box.run("echo ${CUDA_VISIBLE_DEVICES-unset}").output == "unset\n"
+
+
+def test_task_limits_warn_too() -> None:
+    lines = unenforced_settings(SandboxConfig(run_id="x", resources=Resources(
+        memory_mb=2048, cpus=1, image="ghcr.io/x/y:1")))
+    assert len(lines) == 3
+    assert "2048 MB" in lines[0] and "1 CPUs" in lines[1]
+    assert "the task's image ghcr.io/x/y:1" in lines[2]
+
+
+@pytest.mark.parametrize(("gpus", "visible"), [("2", "0,1"), ("0", ""), ("3,5", "3,5"),
+                                                ("GPU-abc", "GPU-abc")])
+def test_gpus_set_cuda_visible_devices(make_sandbox, gpus: str, visible: str) -> None:
+    box = make_sandbox(gpus=gpus)
+    assert box.run("echo \"[${CUDA_VISIBLE_DEVICES-unset}]\"").output == f"[{visible}]\n"
+    (line,) = unenforced_settings(box.config)
+    assert f"--gpus {gpus} is not enforced" in line and f"CUDA_VISIBLE_DEVICES='{visible}'" in line
+
+
+def test_cli_prints_one_line_per_unenforced_setting(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[1]
+
+    def run(*flags: str) -> list[str]:
+        proc = subprocess.run([sys.executable, "-m", "rgym_core.cli", "run", "rgym/demo",
+                               "--agent", "scripted", "--runs-dir", str(tmp_path), "-q", *flags],
+                              capture_output=True, text=True, cwd=repo, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return [line for line in proc.stderr.splitlines() if "rgym/local" in line]
+
+    assert run() == []
+    (line,) = run("--no-network")
+    assert line.startswith("rgym/local: --no-network is not enforced by the local sandbox")
+    assert len(run("--no-network", "--memory", "100", "--gpus", "all", "--image", "foo")) == 4
