@@ -951,15 +951,18 @@ class LocalSandbox(Sandbox):
                 with tarfile.open(fileobj=proc.stdin, mode="w|") as tar:
                     tar.add(src, arcname=name)
             except BrokenPipeError:
-                pass
+                pass  # tar stopped reading: after the end marker (fine), or it failed
             finally:
                 try:
                     proc.stdin.close()
                 except BrokenPipeError:
                     pass
-            if proc.wait() != 0:
+            returncode = proc.wait()  # only tar's own status tells a failure
+            if returncode != 0:
                 errors.seek(0)
-                raise _os_error(errors.read().decode("utf-8", "replace"), full)
+                message = errors.read().decode("utf-8", "replace")
+                raise _os_error(message or f"tar ended with exit status "
+                                f"{_exit_code(returncode)}", full)
 
     def copy_out(self, src: str, dest: Path) -> None:
         """Copy the sandbox file or folder ``src`` to the host path ``dest`` (the
@@ -1005,9 +1008,11 @@ class LocalSandbox(Sandbox):
                 returncode = proc.wait()
             errors.seek(0)
             message = errors.read().decode("utf-8", "replace")
-            # Exit 1: a file changed while tar read it; the archive is still whole.
+            # Exit 1: a file changed while tar read it (a job still writing its log):
+            # every file was copied, that one as it was at the time.
             if returncode not in (0, 1):
-                raise _os_error(message, full)
+                raise _os_error(message or f"tar ended with exit status "
+                                f"{_exit_code(returncode)}", full)
             if unreadable is not None:
                 raise OSError(errno.EIO, f"tar wrote an unreadable archive ({unreadable})", full)
             if returncode == 1:

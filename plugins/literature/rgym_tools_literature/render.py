@@ -53,7 +53,7 @@ def render_results(query: str, papers: list[Paper], *, total: int, withheld: int
     if year_from is not None or year_to is not None:
         years = f", years {year_from if year_from is not None else '...'}-" \
                 f"{year_to if year_to is not None else '...'}"
-    header = f'Literature search for "{query}"{years}: {total} papers match'
+    header = f'Literature search for "{query}"{years}: {total} paper{"" if total == 1 else "s"} match{"es" if total == 1 else ""}'
     header += f"; showing {len(papers)}" if papers else "; none to show"
     if withheld:
         header += f" ({withheld_note(withheld)})"

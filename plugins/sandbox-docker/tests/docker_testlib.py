@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import uuid
 from typing import Any
 
 import pytest
@@ -12,7 +13,10 @@ from rgym_sandbox_docker import images, lifecycle
 
 #: Every container and volume the tests cause carries this label.
 TEST_LABEL = ("rgym.test", "sandbox-docker")
-TEST_LABELS = dict([TEST_LABEL])
+#: This pytest session's own label, so two sessions on one engine never prune each other.
+SESSION_LABEL = ("rgym.test.session", os.environ.get("RGYM_TEST_SESSION") or uuid.uuid4().hex[:12])
+os.environ["RGYM_TEST_SESSION"] = SESSION_LABEL[1]  # subprocesses and workers share it
+TEST_LABELS = dict([TEST_LABEL, SESSION_LABEL])
 LOCAL_BASE = "rgym-local-base:latest"
 
 
@@ -51,6 +55,6 @@ def episode_image() -> str:
 
 def leftovers(client: Any) -> list[str]:
     """Names of test-labelled containers and volumes that still exist."""
-    flt = {"label": [f"{TEST_LABEL[0]}={TEST_LABEL[1]}"]}
+    flt = {"label": [f"{k}={v}" for k, v in TEST_LABELS.items()]}
     return ([c.name for c in client.containers.list(all=True, filters=flt)]
             + [v.name for v in client.volumes.list(filters=flt)])

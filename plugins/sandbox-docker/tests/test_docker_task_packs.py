@@ -19,6 +19,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +51,21 @@ TASKS: dict[str, tuple[str, str | None]] = {
 HARDWARE_DEPENDENT = {("mlgym/3sat", "Time")}
 
 
+@pytest.fixture(scope="module")
+def engine() -> Any:
+    """The engine's client.  Not conftest's session fixture: its end-of-session check
+    prunes every test-labelled container, those of a concurrent test session too;
+    these tests check instead that each run left nothing behind."""
+    return client_or_skip()
+
+
+@pytest.fixture(scope="module")
+def rgym_env(engine: Any) -> dict[str, str]:
+    """Environment of the `rgym` subprocesses: test label on containers, local base."""
+    return {**os.environ, "RGYM_DOCKER_BASE": base_image(engine),
+            "RGYM_DOCKER_LABELS": ",".join(f"{k}={v}" for k, v in TEST_LABELS.items())}
+
+
 def _needs(task: str) -> None:
     module, data_file = TASKS[task]
     if importlib.util.find_spec(module) is None:
@@ -69,20 +85,49 @@ def _show(task: str, env: dict[str, str], cwd: Path) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
+class _Creations:
+    """Watches the engine's live event stream for test-labelled container creations
+    (the engine keeps only its last ~1000 events, so they are not queried afterwards)."""
+
+    def __init__(self, engine: Any) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._stream = engine.events(decode=True, filters={
+            "type": "container", "event": "create",
+            "label": [f"{k}={v}" for k, v in TEST_LABELS.items()]})
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for event in self._stream:
+                self.events.append(event)
+        except Exception:  # noqa: BLE001 - the stream was closed
+            pass
+
+    def roles(self, run_id: str) -> set[str]:
+        """The roles of the containers run ``run_id`` created, once it has ended."""
+        time.sleep(0.2)  # the last event may still be in flight
+        self._stream.close()
+        self._thread.join(timeout=10)
+        attrs = [e["Actor"]["Attributes"] for e in self.events]
+        return {a.get(lifecycle.ROLE_LABEL, "") for a in attrs
+                if a.get(lifecycle.RUN_ID_LABEL) == run_id}
+
+
 def _run_on_docker(task: str, agent: str, env: dict[str, str], tmp_path: Path,
-                   docker_client: Any) -> tuple[dict[str, Any], set[str]]:
+                   engine: Any) -> tuple[dict[str, Any], set[str]]:
     """``rgym run TASK --agent AGENT --sandbox docker --json``: the result and the roles
     of the containers the run created (from the engine's events)."""
-    since = int(time.time()) - 1
+    watch = _Creations(engine)
     done = _rgym("run", task, "--agent", agent, "--sandbox", "docker", "--json", "--runs-dir",
                  str(tmp_path / "runs"), "--data-dir", str(DATA), env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
     result = json.loads(done.stdout)
-    now = f"{time.time():.9f}"  # a past `until` makes the engine answer at once
-    events = docker_client.events(since=since, until=now, decode=True, filters={
-        "type": "container", "event": "create",
-        "label": [f"{lifecycle.RUN_ID_LABEL}={result['run_id']}"]})
-    roles = {e["Actor"]["Attributes"].get(lifecycle.ROLE_LABEL, "") for e in events}
+    roles = watch.roles(result["run_id"])
+    run_label = {"label": [f"{lifecycle.RUN_ID_LABEL}={result['run_id']}"]}
+    left = engine.containers.list(all=True, filters=run_label) + engine.volumes.list(
+        filters=run_label)
+    assert left == [], f"run {result['run_id']} left containers/volumes behind: {left}"
     return result, roles
 
 
@@ -103,8 +148,16 @@ def _check_common(task: str, spec: dict[str, Any], result: dict[str, Any],
     return scores
 
 
+def _steps(result: dict[str, Any], tmp_path: Path) -> list[dict[str, Any]]:
+    run_dir = Path(result["run_dir"])
+    if not run_dir.is_absolute():
+        run_dir = tmp_path / run_dir
+    lines = [json.loads(x) for x in (run_dir / "trajectory.jsonl").read_text().splitlines()]
+    return [x["step"] for x in lines if x["type"] == "step"]
+
+
 @pytest.fixture(scope="module")
-def pack_image(docker_client) -> Callable[[dict[str, Any]], str]:  # type: ignore[no-untyped-def]
+def pack_image(engine: Any) -> Callable[[dict[str, Any]], str]:
     """Build a task's image once, in this process, from its `rgym show` spec; the runs then
     find it by its hash tag (on a warm engine this is only a lookup)."""
     built: dict[tuple[str, ...], str] = {}
@@ -112,20 +165,19 @@ def pack_image(docker_client) -> Callable[[dict[str, Any]], str]:  # type: ignor
     def ensure(spec: dict[str, Any]) -> str:
         reqs = tuple(spec["resources"]["requirements"])
         if reqs not in built:
-            built[reqs] = images.task_image(docker_client, list(reqs),
-                                            base=base_image(docker_client))
+            built[reqs] = images.task_image(engine, list(reqs), base=base_image(engine))
         return built[reqs]
 
     return ensure
 
 
 @pytest.mark.parametrize("task", list(TASKS))
-def test_baseline_agent_scores_the_recorded_baseline(task: str, docker_client, test_env,
+def test_baseline_agent_scores_the_recorded_baseline(task: str, engine, rgym_env,
                                                       pack_image, tmp_path: Path) -> None:
     _needs(task)
-    spec = _show(task, test_env, tmp_path)
+    spec = _show(task, rgym_env, tmp_path)
     pack_image(spec)
-    result, roles = _run_on_docker(task, "baseline", test_env, tmp_path, docker_client)
+    result, roles = _run_on_docker(task, "baseline", rgym_env, tmp_path, engine)
     scores = _check_common(task, spec, result, roles)
     recorded = spec["baseline"]["scores"]
     assert result["baseline_scores"] == recorded
@@ -134,23 +186,21 @@ def test_baseline_agent_scores_the_recorded_baseline(task: str, docker_client, t
             assert scores[name] > 0
         else:
             assert scores[name] == value, f"{task}: {name} = {scores[name]}, recorded {value}"
-    primary = next(m["name"] for m in spec["metrics"] if m.get("primary"))
-    assert (task, primary) in HARDWARE_DEPENDENT or scores[primary] == recorded[primary]
+    steps = _steps(result, tmp_path)
+    assert [(s["action"]["tool"], s["action"]["args"].get("command")) for s in steps] == [
+        ("bash", spec["baseline"]["command"]), ("submit", None)]
+    assert steps[0]["observation"]["exit_code"] == 0, steps[0]["observation"]["output"][-1500:]
 
 
 @pytest.mark.parametrize("task", list(TASKS))
-def test_scripted_reference_agent_submits_a_valid_score(task: str, docker_client, test_env,
+def test_scripted_reference_agent_submits_a_valid_score(task: str, engine, rgym_env,
                                                          pack_image, tmp_path: Path) -> None:
     _needs(task)
-    spec = _show(task, test_env, tmp_path)
+    spec = _show(task, rgym_env, tmp_path)
     pack_image(spec)
-    result, roles = _run_on_docker(task, "scripted", test_env, tmp_path, docker_client)
+    result, roles = _run_on_docker(task, "scripted", rgym_env, tmp_path, engine)
     _check_common(task, spec, result, roles)
-    run_dir = Path(result["run_dir"])
-    if not run_dir.is_absolute():
-        run_dir = tmp_path / run_dir
-    lines = [json.loads(x) for x in (run_dir / "trajectory.jsonl").read_text().splitlines()]
-    steps = [x["step"] for x in lines if x["type"] == "step"]
+    steps = _steps(result, tmp_path)
     assert [s["action"]["tool"] for s in steps] == [a["tool"] for a in spec["scripted_actions"]]
     for step in steps:  # every scripted action worked inside the container
         assert not step["observation"]["error"], step["observation"]["output"][-1500:]
@@ -160,22 +210,21 @@ def test_scripted_reference_agent_submits_a_valid_score(task: str, docker_client
 
 
 def test_tabular_pack_layer_has_pandas_and_sklearn_installed_with_the_host_ca_bundle(
-        docker_client, test_env, pack_image, tmp_path: Path) -> None:
+        engine, rgym_env, pack_image, tmp_path: Path) -> None:
     """pip installed the pack's requirements into the venv while building the pack layer,
     trusting the CA bundle copied from the host (PIP_CERT)."""
     _needs("mlgym/titanic")
-    spec = _show("mlgym/titanic", test_env, tmp_path)
+    spec = _show("mlgym/titanic", rgym_env, tmp_path)
     assert {"pandas", "scikit-learn"} <= set(spec["resources"]["requirements"])
     tag = pack_image(spec)
     assert tag.startswith("rgym-pack:")
     probe = ('echo "cert=$PIP_CERT"; sha256sum "$PIP_CERT"; '
              'python -c "import sys, pandas, sklearn; print(sys.prefix, pandas.__file__, '
              'sklearn.__file__)"; pip freeze')
-    out = docker_client.containers.run(tag, ["bash", "-c", probe], remove=True,
-                                       network_mode="none", labels=dict(TEST_LABELS),
-                                       user="agent").decode()
-    cert = out.split("cert=", 1)[1].split()[0]
-    assert cert, out
+    out = engine.containers.run(tag, ["bash", "-c", probe], remove=True, network_mode="none",
+                                labels=dict(TEST_LABELS), user="agent").decode()
+    cert = out.split("cert=", 1)[1].splitlines()[0]
+    assert cert.startswith("/"), out
     if images.CA_BUNDLE.is_file():
         host_digest = hashlib.sha256(images.CA_BUNDLE.read_bytes()).hexdigest()
         assert f"{host_digest}  {cert}" in out, out

@@ -387,7 +387,7 @@ class DockerSandbox(Sandbox):
                               text, timed_out=timed_out, truncated=truncated,
                               duration_s=time.monotonic() - started)
         finally:
-            container.remove(force=True, v=True)
+            _remove_quietly(container)
 
     # -- the end ---------------------------------------------------------------------
 
@@ -405,8 +405,13 @@ class DockerSandbox(Sandbox):
         self._closed = True
         lifecycle.untrack(self)
         if container is not None:
-            try:
-                container.remove(force=True, v=True)
-            except Exception as exc:  # noqa: BLE001 - already gone is fine
-                if "No such container" not in str(exc) and "already in progress" not in str(exc):
-                    raise
+            _remove_quietly(container)
+
+
+def _remove_quietly(container: Any) -> None:
+    """Remove a container; one already gone or being removed is fine."""
+    try:
+        container.remove(force=True, v=True)
+    except Exception as exc:  # noqa: BLE001 - already gone is fine
+        if "No such container" not in str(exc) and "already in progress" not in str(exc):
+            raise
