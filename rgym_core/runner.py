@@ -259,10 +259,12 @@ class Episode:
             "memory_mb": self.config.memory_mb, "cpus": self.config.cpus, "pids": self.config.pids,
         }.items() if v is not None})
         spec = self.registry.sandbox(self.sandbox_name)
+        explicit = {name for name in ("memory_mb", "cpus", "pids", "gpus", "image", "network")
+                    if getattr(self.config, name) is not None}
         cfg = SandboxConfig(run_id=self.run_id, task_id=self.task.id, resources=res,
                             network=self.config.network, image=self.config.image,
                             gpus=self.config.gpus, labels={"rgym.task": self.task.id},
-                            options=dict(self.config.sandbox_options))
+                            options=dict(self.config.sandbox_options), explicit=explicit)
         return spec.factory(cfg)
 
     def _make_agent(self) -> Agent:

@@ -96,6 +96,10 @@ class SandboxConfig:
     env: dict[str, str] = field(factory=dict)
     work_root: Path | None = None
     options: dict[str, Any] = field(factory=dict)
+    #: The settings the user gave explicitly (``memory_mb``, ``cpus``, ``pids``, ``gpus``,
+    #: ``image``, ``network``), so a backend that cannot enforce one can say so without
+    #: warning about every task's default resources.  ``None``: treat all as explicit.
+    explicit: set[str] | None = None
 
     @property
     def network_enabled(self) -> bool:

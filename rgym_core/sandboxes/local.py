@@ -356,24 +356,30 @@ def unenforced_settings(config: SandboxConfig) -> list[str]:
     explicit ``--no-network``."""
     docker = "--sandbox docker"
     found: list[str] = []
-    if config.network is False:
+    asked = config.explicit
+
+    def wanted(name: str) -> bool:
+        return asked is None or name in asked
+
+    if config.network is False and wanted("network"):
         found.append("--no-network is not enforced by the local sandbox: agent commands "
                      f"can reach the network (use {docker} for network isolation)")
     res = config.resources
-    for flag, what, value in (("--memory", "memory limit", res.memory_mb and f"{res.memory_mb} MB"),
-                              ("--cpus", "CPU limit", res.cpus and f"{res.cpus:g} CPUs"),
-                              ("--pids", "process limit", res.pids)):
-        if value is not None:
+    for flag, what, value, name in (
+            ("--memory", "memory limit", res.memory_mb and f"{res.memory_mb} MB", "memory_mb"),
+            ("--cpus", "CPU limit", res.cpus and f"{res.cpus:g} CPUs", "cpus"),
+            ("--pids", "process limit", res.pids, "pids")):
+        if value is not None and wanted(name):
             found.append(f"the {what} ({value}; {flag} or the task's resources) is not "
                          f"enforced by the local sandbox (use {docker} to enforce it)")
-    if config.gpus is not None:
+    if config.gpus is not None and wanted("gpus"):
         devices = _visible_devices(config.gpus)
         applied = ("the agent sees every GPU of this machine" if devices is None else
                    f"it only sets CUDA_VISIBLE_DEVICES={devices!r}, which programs may ignore")
         found.append(f"--gpus {config.gpus} is not enforced by the local sandbox: {applied} "
                      f"(use {docker} to restrict GPUs)")
     image, source = (config.image, "--image") if config.image else (res.image, "the task's image")
-    if image:
+    if image and wanted("image"):
         found.append(f"{source} {image} is not used by the local sandbox: commands run on "
                      f"this machine with {sys.executable} (use {docker} to run in the image)")
     return [f"rgym/local: {line}" for line in found]
