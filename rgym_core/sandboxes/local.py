@@ -180,6 +180,10 @@ def _stat(pid: int) -> tuple[int, int] | None:
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+#: How long ``run`` polls the shell's pipe before it sleeps (adaptive spinning).
+_SPIN_S = 0.0002
+
+
 def _boot_ticks() -> int:
     """Now, in the clock ticks /proc/PID/stat counts start times in."""
     return int(time.clock_gettime(time.CLOCK_BOOTTIME) * _CLOCK_TICKS)
@@ -698,10 +702,15 @@ class LocalSandbox(Sandbox):
         or the deadline ("timeout")."""
         fd, poll = self._out_fd, self._poll
         assert poll is not None
+        # Most commands answer within microseconds: poll the pipe briefly before
+        # sleeping in poll(), which on an idle machine costs a slow wake-up.
+        spin_until = time.perf_counter() + _SPIN_S
         while True:
             try:
                 chunk = os.read(fd, _READ_SIZE)
             except BlockingIOError:
+                if time.perf_counter() < spin_until:
+                    continue
                 if deadline is None:
                     wait = -1
                 else:
