@@ -31,6 +31,11 @@ fi
 
 # 2. The daemon.
 if ! docker info >/dev/null 2>&1; then
+    if ! pgrep -x dockerd >/dev/null 2>&1; then
+        # A daemon killed with its session (or the machine) leaves pid files that stop
+        # the next one from starting.
+        $SUDO rm -f /var/run/docker.pid /var/run/docker/containerd/containerd.pid
+    fi
     log "starting dockerd (log: /tmp/dockerd.log)"
     $SUDO sh -c 'nohup dockerd >/tmp/dockerd.log 2>&1 &'
     for _ in $(seq 1 120); do
