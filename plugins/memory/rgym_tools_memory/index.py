@@ -5,10 +5,12 @@ Vectors are unit-norm, so inner product is cosine similarity.  Below
 it, an ``IndexHNSWFlat`` (inner product, ``M=32``) is built in a background
 thread while exact search keeps serving; its ``efSearch`` is tuned on the stored
 vectors until recall@10 against exact search reaches ``target_recall``.  New
-vectors always land in a small exact *delta* index that is searched alongside
-the HNSW index, and are merged into a copy of it in the background once the
-delta holds ``merge_every`` vectors, so :meth:`VectorIndex.add` only ever copies
-a few rows under a lock and never waits for a build.
+vectors always land in a small exact *delta* (the rows past those the HNSW index
+covers, scanned with numpy) that is searched alongside the HNSW index, and are
+merged into a copy of it in the background once the delta holds ``merge_every``
+vectors, so :meth:`VectorIndex.add` only ever copies a few rows under a lock and
+never waits for a build.  Searches hold the lock only to read which index and
+how many rows to use; faiss then searches without it.
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ class IndexConfig:
     #: Delta size that triggers merging new vectors into the HNSW index.
     merge_every: int = 2_000
     hnsw_m: int = 32
-    ef_construction: int = 40
+    ef_construction: int = 64
     #: recall@10 against exact search that the efSearch tuning aims for.
     target_recall: float = 0.95
-    ef_candidates: tuple[int, ...] = (32, 48, 64, 96, 128, 192, 256, 384, 512)
-    tune_queries: int = 100
+    ef_candidates: tuple[int, ...] = (32, 40, 48, 56, 64, 72, 80, 96, 112, 128, 160, 192,
+                                      256, 384, 512)
+    tune_queries: int = 200
     #: Build in a background thread (``False`` builds inside ``add``, for tests).
     background: bool = True
 
@@ -99,6 +102,16 @@ class _Rows:
             out[sel] = self._chunks[int(chunk)][slot[sel]]
         return out
 
+    def top_one(self, q: np.ndarray, k: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """Exact best ``k`` (scores, ids) of one query ``q`` (1-d) over rows ``start:stop``,
+        unordered.  Rows below ``stop`` are never rewritten, so no lock is needed."""
+        parts = [view @ q for _, view in self.blocks(start, stop)]
+        scores = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if len(scores) <= k:
+            return scores, np.arange(start, start + len(scores))
+        top = np.argpartition(scores, len(scores) - k)[-k:]
+        return scores[top], top + start
+
     def topk(self, queries: np.ndarray, k: int, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Exact top-``k`` inner products of ``queries`` over rows ``0:stop`` (numpy)."""
         best_s = np.full((len(queries), 0), -np.inf, dtype=np.float32)
@@ -114,44 +127,6 @@ class _Rows:
                 best_i = np.take_along_axis(best_i, part, axis=1)
         order = np.argsort(-best_s, axis=1, kind="stable")
         return np.take_along_axis(best_s, order, axis=1), np.take_along_axis(best_i, order, axis=1)
-
-
-class _ExactSegments:
-    """Exact inner-product search over ``IndexFlatIP`` segments of bounded size.
-
-    One big ``IndexFlatIP`` reallocates (copies) all its vectors whenever it
-    outgrows its buffer, which at 100k x 384 takes long enough to stall a write;
-    fixed-size segments never copy more than one segment.
-    """
-
-    def __init__(self, dim: int, segment: int = 8192) -> None:
-        self.dim = dim
-        self.segment = segment
-        self._segments: list[Any] = []
-        self.ntotal = 0
-
-    def add(self, vectors: np.ndarray) -> None:
-        done = 0
-        while done < len(vectors):
-            if not self._segments or self._segments[-1].ntotal >= self.segment:
-                self._segments.append(faiss.IndexFlatIP(self.dim))
-            last = self._segments[-1]
-            take = min(self.segment - last.ntotal, len(vectors) - done)
-            last.add(np.ascontiguousarray(vectors[done:done + take]))
-            done += take
-            self.ntotal += take
-
-    def search(self, q: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """The best ``k`` ``(position, score)`` pairs (positions count from 0)."""
-        hits: list[tuple[int, float]] = []
-        offset = 0
-        for seg in self._segments:
-            scores, found = seg.search(q, min(k, seg.ntotal))
-            hits.extend((int(i) + offset, float(v))
-                        for i, v in zip(found[0], scores[0], strict=True) if i >= 0)
-            offset += seg.ntotal
-        hits.sort(key=lambda item: -item[1])
-        return hits[:k]
 
 
 @define
@@ -178,7 +153,6 @@ class VectorIndex:
         self._lock = threading.Lock()
         self._main: Any = None
         self._main_count = 0
-        self._delta = _ExactSegments(dim)
         self._builder: threading.Thread | None = None
         #: Called (from the builder thread) after each swap; tests and benchmarks use it.
         self.on_swap: Callable[[int], None] | None = None
@@ -234,7 +208,6 @@ class VectorIndex:
         with self._lock:
             first = self._rows.count
             self._rows.append(vectors)
-            self._delta.add(vectors)
             held = time.perf_counter() - started
         self.stats.max_add_s = max(self.stats.max_add_s, held)
         if build:
@@ -248,9 +221,6 @@ class VectorIndex:
                              f"{index.d}, not {covered} of {self.dim}")
         with self._lock:
             self._main, self._main_count = index, covered
-            self._delta = _ExactSegments(self.dim)
-            for _, view in self._rows.blocks(covered):
-                self._delta.add(view)
         self.stats.ef_search = int(index.hnsw.efSearch)
 
     def approximate_index(self) -> tuple[Any, int]:
@@ -300,10 +270,7 @@ class VectorIndex:
             index.add(view)
         self._tune(index, snapshot)
         with self._lock:
-            delta = _ExactSegments(self.dim)
-            for _, view in self._rows.blocks(snapshot):
-                delta.add(view)
-            self._main, self._main_count, self._delta = index, snapshot, delta
+            self._main, self._main_count = index, snapshot
         self.stats.builds += 1
         self.stats.last_build_s = time.perf_counter() - started
         if self.on_swap is not None:
@@ -345,43 +312,56 @@ class VectorIndex:
     def search(self, query: np.ndarray, k: int,
                ids: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The ``k`` best ``(id, score)`` pairs, best first, optionally among ``ids`` only."""
-        q = np.ascontiguousarray(query, dtype=np.float32).reshape(1, self.dim)
-        if k <= 0 or self.count == 0:
+        if k <= 0:
+            return []
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(self.dim)  # a view, no copy
+        with self._lock:  # only to read a consistent (index, covered, count) triple
+            main, covered, total = self._main, self._main_count, self._rows.count
+        if total == 0:
             return []
         if ids is not None:
+            return self._search_among(q, k, np.asarray(ids, dtype=np.int64), main, covered)
+        if main is None:
+            scores, found = self._rows.top_one(q, k, 0, total)
+        else:
             with _single_threaded():
-                return self._search_among(q, k, np.asarray(ids, dtype=np.int64))
-        with self._lock, _single_threaded():
-            hits: dict[int, float] = {}
-            if self._main is not None:
-                scores, found = self._main.search(q, min(k, self._main_count))
-                hits.update((int(i), float(s)) for i, s in zip(found[0], scores[0], strict=True)
-                            if i >= 0)
-            offset = self._main_count
-            hits.update((i + offset, s) for i, s in self._delta.search(q, k))
-        return sorted(hits.items(), key=lambda item: -item[1])[:k]
+                scores, found = main.search(q.reshape(1, self.dim), min(k, covered))
+            scores, found = scores[0], found[0]
+            if total > covered:  # the delta: rows added since the HNSW index was built
+                d_scores, d_found = self._rows.top_one(q, k, covered, total)
+                scores = np.concatenate([scores, d_scores])
+                found = np.concatenate([found, d_found])
+            if (found < 0).any():  # HNSW pads a short answer with -1
+                keep = found >= 0
+                scores, found = scores[keep], found[keep]
+        order = np.argsort(-scores, kind="stable")[:k]
+        return list(zip(found[order].tolist(), scores[order].tolist(), strict=True))
 
-    def _search_among(self, q: np.ndarray, k: int, ids: np.ndarray) -> list[tuple[int, float]]:
+    def _search_among(self, q: np.ndarray, k: int, ids: np.ndarray, main: Any,
+                      covered: int) -> list[tuple[int, float]]:
         if len(ids) == 0:
             return []
-        with self._lock:
-            main, covered = self._main, self._main_count
-            if main is None or len(ids) <= self.config.approx_threshold:
-                scores = self._rows.take(ids) @ q[0]
-                top = np.argsort(-scores, kind="stable")[:k]
-                return [(int(ids[i]), float(scores[i])) for i in top]
-            hits: dict[int, float] = {}
-            inside = ids[ids < covered]
+        if main is None or len(ids) <= self.config.approx_threshold:
+            scores = self._rows.take(ids) @ q
+            top = np.argsort(-scores, kind="stable")[:k]
+            return list(zip(ids[top].tolist(), scores[top].tolist(), strict=True))
+        inside = ids[ids < covered]
+        scores, found = np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64)
+        if len(inside):
             params = faiss.SearchParametersHNSW(sel=faiss.IDSelectorBatch(inside),
                                                 efSearch=max(int(main.hnsw.efSearch), 4 * k))
-            scores, found = main.search(q, min(k, len(inside)), params=params)
-            hits.update((int(i), float(s)) for i, s in zip(found[0], scores[0], strict=True)
-                        if i >= 0)
-            outside = ids[ids >= covered]
-            if len(outside):
-                extra = self._rows.take(outside) @ q[0]
-                hits.update((int(i), float(s)) for i, s in zip(outside, extra, strict=True))
-        return sorted(hits.items(), key=lambda item: -item[1])[:k]
+            with _single_threaded():
+                scores, found = main.search(q.reshape(1, self.dim), min(k, len(inside)),
+                                            params=params)
+            scores, found = scores[0], found[0]
+        outside = ids[ids >= covered]
+        if len(outside):
+            scores = np.concatenate([scores, self._rows.take(outside) @ q])
+            found = np.concatenate([found, outside])
+        keep = found >= 0
+        scores, found = scores[keep], found[keep]
+        order = np.argsort(-scores, kind="stable")[:k]
+        return list(zip(found[order].tolist(), scores[order].tolist(), strict=True))
 
     def search_exact(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Exact top-``k`` (scores, ids) for a batch of queries, by numpy over all rows."""
