@@ -34,6 +34,21 @@ def _term(args: dict[str, Any]) -> str:
     return term
 
 
+def _report(ctx: ToolContext, what: str, where: str, rows: list[str], total: int, *,
+            unit: str = "files", verb: str = "matched", hint: str = ".",
+            end_line: bool = True) -> str:
+    """The answer of a search: no matches, too many rows (past the cap), or the rows
+    with a header (and an end line)."""
+    if not rows:
+        return f'No matches found for "{what}" in {where}'
+    cap = _cap(ctx)
+    if len(rows) > cap:
+        return (f'More than {cap} {unit} {verb} "{what}" in {where} ({len(rows)} {unit}). '
+                f"Please narrow your search{hint}")
+    text = f'Found {total} matches for "{what}" in {where}:\n' + "\n".join(rows)
+    return text + (f'\nEnd of matches for "{what}" in {where}' if end_line else "")
+
+
 class SearchDirTool(Tool):
     """Count the matches of a term in every file under a folder."""
 
@@ -60,16 +75,9 @@ class SearchDirTool(Tool):
             name, _, count = line.rpartition(":")
             if name and count.isdigit() and int(count) > 0:
                 counts.append((name, int(count)))
-        if not counts:
-            return f'No matches found for "{term}" in {folder}'
-        cap = _cap(ctx)
-        if len(counts) > cap:
-            return (f'More than {cap} files matched "{term}" in {folder} ({len(counts)} files). '
-                    "Please narrow your search: use a more specific term or a subfolder.")
-        total = sum(c for _, c in counts)
-        body = "\n".join(f"{name} ({count} matches)" for name, count in sorted(counts))
-        return (f'Found {total} matches for "{term}" in {folder}:\n{body}\n'
-                f'End of matches for "{term}" in {folder}')
+        rows = [f"{name} ({count} matches)" for name, count in sorted(counts)]
+        return _report(ctx, term, folder, rows, sum(c for _, c in counts),
+                       hint=": use a more specific term or a subfolder.")
 
 
 class SearchFileTool(Tool):
@@ -88,16 +96,8 @@ class SearchFileTool(Tool):
         term = _term(args)
         path = resolve_path(ctx, args["file"]) if args.get("file") else current_file(ctx)
         lines = split_lines(read_text(ctx, path))
-        hits = [(i, text) for i, text in enumerate(lines, start=1) if term in text]
-        if not hits:
-            return f'No matches found for "{term}" in {path}'
-        cap = _cap(ctx)
-        if len(hits) > cap:
-            return (f'More than {cap} lines matched "{term}" in {path} ({len(hits)} lines). '
-                    "Please narrow your search.")
-        body = "\n".join(f"Line {i}:{text}" for i, text in hits)
-        return (f'Found {len(hits)} matches for "{term}" in {path}:\n{body}\n'
-                f'End of matches for "{term}" in {path}')
+        rows = [f"Line {i}:{text}" for i, text in enumerate(lines, start=1) if term in text]
+        return _report(ctx, term, path, rows, len(rows), unit="lines")
 
 
 class FindFileTool(Tool):
@@ -123,14 +123,7 @@ class FindFileTool(Tool):
             detail = result.output.strip().splitlines()[-1:] or ["find failed"]
             raise ToolError(f"find_file: cannot search {folder}: {detail[0]}")
         found = sorted(line for line in result.output.splitlines() if line)
-        if not found:
-            return f'No matches found for "{pattern}" in {folder}'
-        cap = _cap(ctx)
-        if len(found) > cap:
-            return (f'More than {cap} files named "{pattern}" in {folder} ({len(found)} files). '
-                    "Please narrow your search.")
-        body = "\n".join(found)
-        return f'Found {len(found)} matches for "{pattern}" in {folder}:\n{body}'
+        return _report(ctx, pattern, folder, found, len(found), verb="named", end_line=False)
 
 
 def search_tools() -> list[Tool]:
