@@ -16,7 +16,7 @@ from rgym_core.sandbox import SandboxConfig, SandboxError, WorkspaceLayout, trun
 from rgym_core.sandboxes import local
 from rgym_core.sandboxes.local import AGENT_USER, LocalSandbox, _Collector, unenforced_settings
 from rgym_core.specs import Resources
-from rgym_core.testing.conformance import SandboxConformance
+from rgym_core.testing.conformance import SandboxConformance, sandbox_factory
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="the agent user exists only when run as root")
@@ -24,17 +24,11 @@ needs_root = pytest.mark.skipif(not ROOT, reason="the agent user exists only whe
 
 @pytest.fixture
 def make_sandbox():
-    made: list[LocalSandbox] = []
+    def build(**overrides: object) -> LocalSandbox:
+        return LocalSandbox(SandboxConfig(run_id="test/local", **overrides))  # type: ignore[arg-type]
 
-    def factory(layout: WorkspaceLayout | None = None, **overrides: object) -> LocalSandbox:
-        box = LocalSandbox(SandboxConfig(run_id="test/local", **overrides))  # type: ignore[arg-type]
-        made.append(box)
-        box.start(layout or WorkspaceLayout())
-        return box
-
-    yield factory
-    for box in made:
-        box.cleanup()
+    with sandbox_factory(build) as factory:
+        yield factory
 
 
 class TestLocalConformance(SandboxConformance):

@@ -2,23 +2,17 @@
 
 A backend's test module subclasses :class:`SandboxConformance` and provides a
 ``make_sandbox`` fixture, a factory that returns a *started* sandbox and
-cleans up every sandbox it made when the test ends::
+cleans up every sandbox it made when the test ends; :func:`sandbox_factory`
+does the starting and cleaning up::
 
     import pytest
-    from rgym_core.sandbox import SandboxConfig, WorkspaceLayout
-    from rgym_core.testing.conformance import SandboxConformance
+    from rgym_core.sandbox import SandboxConfig
+    from rgym_core.testing.conformance import SandboxConformance, sandbox_factory
 
     @pytest.fixture
     def make_sandbox():
-        made = []
-        def factory(layout=None, **overrides):
-            box = MySandbox(SandboxConfig(run_id="conformance", **overrides))
-            made.append(box)
-            box.start(layout or WorkspaceLayout())
-            return box
-        yield factory
-        for box in made:
-            box.cleanup()
+        with sandbox_factory(lambda **kw: MySandbox(SandboxConfig(run_id="t", **kw))) as factory:
+            yield factory
 
     class TestMySandbox(SandboxConformance):
         pass
@@ -34,10 +28,11 @@ agent user skip, with the reason, where the backend cannot provide one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -46,6 +41,26 @@ from rgym_core.sandbox import Sandbox, WorkspaceLayout, truncate_output
 from rgym_core.specs import PreparedDataset
 
 MakeSandbox = Callable[..., Sandbox]
+
+
+@contextlib.contextmanager
+def sandbox_factory(build: Callable[..., Sandbox]) -> Iterator[MakeSandbox]:
+    """Turn ``build(**config_overrides) -> Sandbox`` (not yet started) into a
+    ``make_sandbox(layout=None, **config_overrides)`` factory that starts each
+    sandbox with its layout; every sandbox made is cleaned up when the block ends."""
+    made: list[Sandbox] = []
+
+    def factory(layout: WorkspaceLayout | None = None, **overrides: object) -> Sandbox:
+        box = build(**overrides)
+        made.append(box)
+        box.start(layout or WorkspaceLayout())
+        return box
+
+    try:
+        yield factory
+    finally:
+        for box in made:
+            box.cleanup()
 
 #: Every byte value, for binary round trips.
 BINARY = bytes(range(256)) * 64

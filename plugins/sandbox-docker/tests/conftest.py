@@ -19,7 +19,8 @@ from docker_testlib import (  # noqa: E402
     leftovers,
 )
 
-from rgym_core.sandbox import SandboxConfig, WorkspaceLayout  # noqa: E402
+from rgym_core.sandbox import SandboxConfig  # noqa: E402
+from rgym_core.testing.conformance import sandbox_factory  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -44,20 +45,14 @@ def make_sandbox(image: str) -> Iterator[Callable[..., object]]:
     """A factory of started DockerSandboxes, all cleaned up after the test."""
     from rgym_sandbox_docker.sandbox import DockerSandbox
 
-    made = []
-
-    def factory(layout: WorkspaceLayout | None = None, **overrides: object) -> DockerSandbox:
+    def build(**overrides: object) -> DockerSandbox:
         overrides.setdefault("image", image)
         labels = {**TEST_LABELS, **overrides.pop("labels", {})}  # type: ignore[dict-item]
-        box = DockerSandbox(SandboxConfig(run_id=overrides.pop("run_id", "docker-tests"),
-                                          labels=labels, **overrides))  # type: ignore[arg-type]
-        made.append(box)
-        box.start(layout or WorkspaceLayout())
-        return box
+        return DockerSandbox(SandboxConfig(run_id=overrides.pop("run_id", "docker-tests"),
+                                           labels=labels, **overrides))  # type: ignore[arg-type]
 
-    yield factory
-    for box in made:
-        box.cleanup()
+    with sandbox_factory(build) as factory:
+        yield factory
 
 
 @pytest.fixture
