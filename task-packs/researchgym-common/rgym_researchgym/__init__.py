@@ -1,0 +1,25 @@
+"""Shared loader of ResearchGym's task-directory format for rgym task packs.
+
+This distribution registers no task: the ResearchGym packs
+(``rgym-task-materials``, ``rgym-task-timeseries``, ``rgym-task-retrieval``,
+``rgym-task-continual``, ``rgym-task-replay``) depend on it.
+
+* :mod:`~rgym_researchgym.treehash`: git blob/tree ids computed from files.
+* :mod:`~rgym_researchgym.pins`: the pinned commit and each task's tree.
+* :mod:`~rgym_researchgym.source`: find a checkout or archive in the data
+  folder, verify it, copy it out.
+* :mod:`~rgym_researchgym.taskdir`: the format (statement, hint, blocked URLs,
+  requirements) and the workspace/private split.
+* :mod:`~rgym_researchgym.leakage`: ``blocked_urls.yaml`` to rgym's leakage policy.
+* :mod:`~rgym_researchgym.prepare`: verified, split, cached task folders.
+* :mod:`~rgym_researchgym.pack`: what a pack's ``plugin.py`` calls.
+
+Importing this package imports nothing heavy (fast start-up rule).
+"""
+
+from rgym_researchgym.pins import PINNED_COMMIT, TREE_HASHES
+from rgym_researchgym.prepare import PreparedTask, TaskLayout, prepare_task, workspace_path
+from rgym_researchgym.source import TaskSourceError
+
+__all__ = ["PINNED_COMMIT", "TREE_HASHES", "PreparedTask", "TaskLayout", "TaskSourceError",
+           "prepare_task", "workspace_path"]
