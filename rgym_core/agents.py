@@ -1,7 +1,10 @@
 """The agent interface: what a scaffold receives and what it returns.
 
 An agent is any object with ``start(context)`` and ``act(observation)``
-(either may be ``async def``) and an optional ``close()``.  It is registered
+(either may be ``async def``), an optional ``close()``, and an optional
+``model_clients()`` returning the model clients it holds (by default its
+``client`` attribute), which the runner checks before the episode starts
+(:func:`rgym_core.models.check_model_client`).  It is registered
 with an :class:`AgentSpec` through the ``rgym_register_agents`` hook.
 
 The runner calls ``start`` once with a :class:`TaskContext`, then ``act`` with
@@ -18,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from attrs import define, field
 
-from rgym_core.records import Action, Observation, Usage
+from rgym_core.records import Action, EndReason, Observation, Usage
 from rgym_core.specs import Budget, Metric, Resources
 from rgym_core.tools import ToolSchema
 
@@ -26,13 +29,22 @@ from rgym_core.tools import ToolSchema
 class BudgetExceeded(Exception):
     """Raised by an agent or model client when going on would cross a budget.
 
-    ``kind`` is one of ``cost``, ``tokens``, ``time``, ``max_steps``; the runner
-    ends the episode with the matching ``autosubmitted_*`` status.
+    ``kind`` is the :class:`~rgym_core.records.EndReason` of the budget (``cost``,
+    ``tokens``, ``time`` or ``max_steps``; the plain strings are accepted too); the
+    runner ends the episode with the matching ``autosubmitted_*`` status and still
+    grades the workspace.
     """
 
-    def __init__(self, kind: str, message: str = "") -> None:
-        super().__init__(message or f"{kind} budget exhausted")
-        self.kind = kind
+    def __init__(self, kind: EndReason | str, message: str = "") -> None:
+        try:
+            reason = EndReason(kind)
+        except ValueError:
+            reason = None
+        if reason is None or not reason.budget:
+            allowed = ", ".join(r.value for r in EndReason if r.budget)
+            raise ValueError(f"BudgetExceeded kind must be one of {allowed}, got {kind!r}")
+        super().__init__(message or f"{reason.value} budget exhausted")
+        self.kind: EndReason = reason
 
 
 class AgentFormatError(Exception):
@@ -81,13 +93,13 @@ class EpisodeStatus:
         limit = self.budget.cost_limit_usd
         if limit is not None and self.usage.cost_usd + estimated_usd > limit:
             raise BudgetExceeded(
-                "cost",
+                EndReason.COST,
                 f"the next model call could cost ${estimated_usd:.4f}; spent ${self.usage.cost_usd:.4f} "
                 f"of the ${limit:.2f} limit",
             )
         tokens = self.budget.token_limit
         if tokens is not None and self.usage.tokens + estimated_tokens > tokens:
-            raise BudgetExceeded("tokens", f"the next call could use {estimated_tokens} tokens; "
+            raise BudgetExceeded(EndReason.TOKENS, f"the next call could use {estimated_tokens} tokens; "
                                            f"used {self.usage.tokens} of {tokens}")
 
     def snapshot(self) -> dict[str, Any]:
@@ -163,8 +175,18 @@ class AgentSpec:
     name: str
     factory: Callable[[AgentConfig], Agent]
     description: str = ""
+    #: The agent cannot run without ``--model``.
     needs_model: bool = False
     requirements: list[str] = field(factory=list)
     #: The ``--agent-option`` names the agent understands (name -> help).  ``None``
     #: accepts any option; otherwise an unknown option is an error before the episode.
     options: dict[str, str] | None = None
+    #: The agent uses ``--model`` when given one.  ``None``: the same as
+    #: ``needs_model``, so ``--model`` given to an agent without a model (the
+    #: scripted agent) is an error before the episode rather than ignored.
+    takes_model: bool | None = None
+
+    @property
+    def accepts_model(self) -> bool:
+        """True when ``--model`` means something to this agent."""
+        return self.needs_model if self.takes_model is None else self.takes_model or self.needs_model

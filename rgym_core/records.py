@@ -12,6 +12,8 @@ from typing import Any
 
 from attrs import define, field
 
+from rgym_core.specs import Direction, SubTask
+
 
 class ExitStatus(enum.StrEnum):
     """The fixed vocabulary of how an episode ended.
@@ -21,8 +23,14 @@ class ExitStatus(enum.StrEnum):
     workspace was graded anyway, as MLGym's autosubmission does; the suffix says why.
     ``submission_missing``: grading found no submission file.
     ``evaluation_error``: the grader rejected the submission or failed.
+    ``ungraded``: the episode ended (the agent submitted or a budget ran out) but
+    a signal stopped its final grading; ``rgym grade RUN_DIR`` grades it later from
+    the archived workspace.
     ``cancelled``: SIGINT or SIGTERM stopped the episode; it was not graded.
     ``error``: rgym itself failed (a sandbox that would not start...).
+
+    ``error``, ``autosubmitted_sandbox_error``, ``cancelled`` and ``ungraded`` are
+    failures of the infrastructure, not of the agent (:attr:`infrastructure`).
     """
 
     SUBMITTED = "submitted"
@@ -35,12 +43,74 @@ class ExitStatus(enum.StrEnum):
     AUTOSUBMITTED_SANDBOX_ERROR = "autosubmitted_sandbox_error"
     SUBMISSION_MISSING = "submission_missing"
     EVALUATION_ERROR = "evaluation_error"
+    UNGRADED = "ungraded"
     CANCELLED = "cancelled"
     ERROR = "error"
 
     @property
     def graded(self) -> bool:
         return self in (ExitStatus.SUBMITTED,) or self.value.startswith("autosubmitted")
+
+    @property
+    def infrastructure(self) -> bool:
+        """True when rgym or the machine, not the agent, ended the episode."""
+        return self in _INFRASTRUCTURE
+
+    @classmethod
+    def autosubmitted(cls, reason: EndReason) -> ExitStatus:
+        """The ``autosubmitted_*`` status of an episode that ended for ``reason``."""
+        return cls(f"autosubmitted_{reason.value}")
+
+
+class EndReason(enum.StrEnum):
+    """Why an episode's loop ended (``EpisodeResult.end_reason``).
+
+    ``submit``: the agent submitted.  ``max_steps``, ``time``, ``cost``, ``tokens``:
+    a budget ran out (:attr:`budget` is True for these).  ``agent_error``: the agent
+    raised; ``format_error``: it gave malformed output too often; ``sandbox_error``:
+    the sandbox broke; ``cancelled``: a signal stopped the episode; ``error``: rgym
+    failed; ``killed``: the process died without writing a result (set by
+    ``rgym grade`` when it finishes such a run).
+    """
+
+    SUBMIT = "submit"
+    MAX_STEPS = "max_steps"
+    TIME = "time"
+    COST = "cost"
+    TOKENS = "tokens"
+    AGENT_ERROR = "agent_error"
+    FORMAT_ERROR = "format_error"
+    SANDBOX_ERROR = "sandbox_error"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+    KILLED = "killed"
+
+    @property
+    def budget(self) -> bool:
+        """True for the reasons that are a budget running out."""
+        return self in (EndReason.MAX_STEPS, EndReason.TIME, EndReason.COST, EndReason.TOKENS)
+
+    @property
+    def describe(self) -> str:
+        """A short phrase for people: "the step budget ran out"."""
+        return _END_TEXT[self]
+
+
+_INFRASTRUCTURE = frozenset({ExitStatus.ERROR, ExitStatus.AUTOSUBMITTED_SANDBOX_ERROR,
+                             ExitStatus.CANCELLED, ExitStatus.UNGRADED})
+_END_TEXT = {
+    EndReason.SUBMIT: "the agent submitted",
+    EndReason.MAX_STEPS: "the step budget ran out",
+    EndReason.TIME: "the time limit was reached",
+    EndReason.COST: "the cost limit would have been crossed",
+    EndReason.TOKENS: "the token limit was reached",
+    EndReason.AGENT_ERROR: "the agent failed",
+    EndReason.FORMAT_ERROR: "the agent gave malformed output too often",
+    EndReason.SANDBOX_ERROR: "the sandbox failed",
+    EndReason.CANCELLED: "a signal cancelled the episode",
+    EndReason.ERROR: "rgym failed",
+    EndReason.KILLED: "the rgym process was killed before it wrote a result",
+}
 
 
 @define
@@ -126,30 +196,37 @@ class ScoreRecord:
     duration_s: float = 0.0
 
 
+def _optional_end_reason(value: Any) -> EndReason | None:
+    return None if value is None else EndReason(value)
+
+
 @define
 class EpisodeResult:
     """The outcome of one episode, written to ``result.json``.
 
     The task's primary metric, its direction, and the baseline and reference
     scores are copied here so that ``rgym score`` works on run directories
-    without the task's pack installed.
+    without the task's pack installed.  ``profile`` is the task profile the
+    episode ran with (``None`` for a task without profiles).  ``extras`` holds
+    what plugins add to the result, keyed by plugin (e.g. an integrity summary).
+    Read and write it with :mod:`rgym_core.rundir`.
     """
 
     run_id: str
     task_id: str
     agent: str
-    status: ExitStatus
+    status: ExitStatus = field(converter=ExitStatus)
     model: str | None = None
     sandbox: str = "local"
     seed: int | None = None
     scores: list[ScoreRecord] = field(factory=list)
     final_scores: dict[str, float] | None = None
     primary_metric: str | None = None
-    direction: str = "maximize"
-    metrics: dict[str, str] = field(factory=dict)
+    direction: Direction = "maximize"
+    metrics: dict[str, Direction] = field(factory=dict)
     baseline_scores: dict[str, float] = field(factory=dict)
     reference_scores: dict[str, float] = field(factory=dict)
-    subtasks: list[dict[str, Any]] = field(factory=list)
+    subtasks: list[SubTask] = field(factory=list)
     steps: int = 0
     cost_usd: float = 0.0
     input_tokens: int = 0
@@ -159,9 +236,11 @@ class EpisodeResult:
     duration_s: float = 0.0
     error: str | None = None
     agent_error: str | None = None
-    end_reason: str | None = None
+    end_reason: EndReason | None = field(default=None, converter=_optional_end_reason)
     run_dir: str | None = None
     tags: dict[str, str] = field(factory=dict)
+    profile: str | None = None
+    extras: dict[str, Any] = field(factory=dict)
 
     @property
     def primary_score(self) -> float | None:

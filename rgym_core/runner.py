@@ -1,30 +1,35 @@
-"""The episode runner: lay out, loop agent -> tool -> observation, grade, record.
+"""The episode runner: check, lay out, loop agent -> tool -> observation, grade, record.
 
 :func:`run_episode` is the whole life of one episode:
 
-1. resolve the task, agent, sandbox backend, datasets and tools from the registry;
-2. create the run directory and write ``config.json``;
+1. *pre-flight* (:func:`preflight`): resolve the task (and its profile), agent,
+   sandbox backend, datasets and tools from the registry, build the agent and
+   check its model clients (a price for a cost limit, a server that answers, a
+   key).  Anything wrong here raises :class:`RunError` (``rgym run`` exits 2) and
+   no run directory is created;
+2. create the run directory (:mod:`rgym_core.rundir`) and write ``config.json``;
 3. start the sandbox with the starter files and read-only datasets;
 4. ask the agent for actions and run each through its tool (the shell is the
    ``bash`` tool) until the agent submits, a budget ends (steps, wall-clock,
    cost, tokens) or the agent fails; every step is appended to
-   ``trajectory.jsonl`` as it happens;
+   ``trajectory.jsonl`` as it happens, and the lifecycle hooks of every plugin
+   are called through pluggy (:class:`~rgym_core.episode.LifecycleHooks`);
 5. grade the final workspace from a clean copy (an *autosubmission* when the
    agent did not submit) and write ``result.json`` and ``workspace.tar.gz``.
 
 SIGINT and SIGTERM end the episode with status ``cancelled``: the trajectory
-so far and a result are still written and the sandbox is removed.
+so far and a result are still written and the sandbox is removed.  A signal
+during the final grading stops the grader and records the episode as
+``ungraded``; its workspace is archived, and ``rgym grade RUN_DIR`` grades it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import re
+import os
 import signal
 import socket
-import tarfile
-import tempfile
 import threading
 import time
 import traceback
@@ -48,15 +53,36 @@ from rgym_core.agents import (
     TaskContext,
 )
 from rgym_core.datasets import DatasetError, prepare_dataset
-from rgym_core.episode import EpisodeInfo
+from rgym_core.episode import EpisodeInfo, LifecycleHooks
 from rgym_core.grading import Grader
-from rgym_core.records import Action, EpisodeResult, ExitStatus, Observation, ScoreRecord, Step
+from rgym_core.models import ModelRequirements, check_model_client, model_clients_of
+from rgym_core.records import (
+    Action,
+    EndReason,
+    EpisodeResult,
+    ExitStatus,
+    Observation,
+    ScoreRecord,
+    Step,
+)
 from rgym_core.registry import Registry, RegistryError, load_registry
+from rgym_core.rundir import (
+    RunDir,
+    TrajectoryWriter,
+    archive_workspace,
+    create_run_dir,
+    mount_excludes,
+    run_dir_path,
+    write_config,
+    write_result,
+)
 from rgym_core.sandbox import Sandbox, SandboxConfig, SandboxError, WorkspaceLayout
-from rgym_core.serialization import dumps, unstructure
+from rgym_core.serialization import unstructure
 from rgym_core.specs import Budget, PreparedDataset, TaskSpec
 from rgym_core.tools import Tool, ToolContext, ToolError, ToolResult
-from rgym_core.trajectory import CONFIG_FILE, RESULT_FILE, TRAJECTORY_FILE, TrajectoryWriter
+
+#: The environment variable that names the task profile, in the agent's shell and the grader.
+PROFILE_ENV = "RGYM_PROFILE"
 
 ProgressCallback = Callable[[str, dict[str, Any]], None]
 
@@ -95,21 +121,10 @@ class RunConfig:
     sandbox_options: dict[str, Any] = field(factory=dict)
     tags: dict[str, str] = field(factory=dict)
     archive_workspace: bool = True
-
-
-def _short(name: str) -> str:
-    return name.split("/", 1)[-1]
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
-
-
-def run_dir_path(runs_dir: Path, task_id: str, agent: str, model: str | None, run_id: str) -> Path:
-    """``runs/<task>/<agent>[__<model>]/<timestamp>-<run id>/`` (not created)."""
-    solver = _short(agent) + (f"__{_slug(model)}" if model else "")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return runs_dir / task_id.replace("/", "__") / solver / f"{stamp}-{run_id}"
+    #: The task profile (``None``: the task's default profile).
+    profile: str | None = None
+    #: Send one cheap request to each model server before the episode starts.
+    probe_models: bool = True
 
 
 def select_tools(registry: Registry, task: TaskSpec, requested: list[str]) -> list[Tool]:
@@ -203,8 +218,78 @@ def _shielded() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old_term)
 
 
+def _signal_name(exc: BaseException) -> str:
+    text = str(exc)
+    return text if text.startswith("SIG") else "SIGINT"
+
+
+def _apply_profile(task: TaskSpec, profile: str | None) -> TaskSpec:
+    """The task resolved for ``profile`` (``None``: its default profile)."""
+    with_profile = getattr(task, "with_profile", None)
+    if callable(with_profile):
+        return with_profile(profile)  # type: ignore[no-any-return]
+    if profile is not None:
+        raise RunError(f"task '{task.id}' has no profiles (--profile {profile})")
+    return task
+
+
+def final_status(record: ScoreRecord, end_reason: EndReason) -> tuple[ExitStatus, str | None]:
+    """The status (and error) of an episode whose final grading gave ``record``."""
+    if record.valid:
+        if end_reason is EndReason.SUBMIT:
+            return ExitStatus.SUBMITTED, None
+        return ExitStatus.autosubmitted(end_reason), None
+    missing = record.details.get("missing_submission")
+    return (ExitStatus.SUBMISSION_MISSING if missing else ExitStatus.EVALUATION_ERROR), record.error
+
+
+def grade_kind(end_reason: EndReason) -> str:
+    """``submit`` when the agent submitted, else ``autosubmit``."""
+    return "submit" if end_reason is EndReason.SUBMIT else "autosubmit"
+
+
+class _ProfileGrader(Grader):
+    """A grader that adds the profile's environment to the grader's (until the
+    grader takes an ``env`` argument itself)."""
+
+    def __init__(self, *args: Any, extra_env: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._extra_env = dict(extra_env)
+
+    def _env(self, root: Path, kind: str) -> dict[str, str]:  # noqa: D401
+        env = super()._env(root, kind)
+        env.update(self._extra_env)
+        return env
+
+
+def make_grader(task: TaskSpec, sandbox: Sandbox, datasets: dict[str, PreparedDataset], run_dir: Path,
+                *, isolated: bool, seed: int | None, env: dict[str, str]) -> Grader:
+    """The episode's grader, with ``env`` (the profile's) in the grader's environment."""
+    if "env" in inspect.signature(Grader).parameters:
+        return Grader(task, sandbox, datasets, run_dir, isolated=isolated, seed=seed,
+                      env=env)  # type: ignore[call-arg]
+    if not env:
+        return Grader(task, sandbox, datasets, run_dir, isolated=isolated, seed=seed)
+    return _ProfileGrader(task, sandbox, datasets, run_dir, isolated=isolated, seed=seed,
+                          extra_env=env)
+
+
+def profile_env(task: TaskSpec) -> dict[str, str]:
+    """The task's ``env`` (with its profile's) and ``RGYM_PROFILE``, for the agent's
+    shell and the grader."""
+    env = {str(k): str(v) for k, v in (getattr(task, "env", None) or {}).items()}
+    name = getattr(task, "profile", None)
+    if name is not None:
+        env[PROFILE_ENV] = str(name)
+    return env
+
+
 class Episode:
-    """One running episode.  Most users call :func:`run_episode` instead."""
+    """One running episode.  Most users call :func:`run_episode` instead.
+
+    :meth:`prepare` does every check that can fail before the run directory
+    exists (it raises :class:`RunError`); :meth:`run` calls it first.
+    """
 
     def __init__(self, config: RunConfig, registry: Registry, *, agent: Agent | None = None,
                  progress: ProgressCallback | None = None) -> None:
@@ -212,15 +297,25 @@ class Episode:
         self.registry = registry
         self.progress = progress or (lambda event, data: None)
         try:
-            self.task: TaskSpec = registry.task(config.task)
+            base_task: TaskSpec = registry.task(config.task)
             agent_reg = registry.resolve("agents", config.agent) if agent is None else None
             self.sandbox_name = registry.resolve("sandboxes", config.sandbox).name
         except RegistryError as exc:
             raise RunError(str(exc)) from None
+        try:
+            self.task: TaskSpec = _apply_profile(base_task, config.profile)
+        except ValueError as exc:  # an unknown profile (a SpecError names the task and its profiles)
+            raise RunError(str(exc)) from None
+        self.profile: str | None = getattr(self.task, "profile", None)
         self.agent_spec: AgentSpec | None = agent_reg.item if agent_reg else None
         self.agent_name = agent_reg.name if agent_reg else type(agent).__name__
-        if self.agent_spec is not None and self.agent_spec.needs_model and not config.model:
-            raise RunError(f"agent '{self.agent_name}' needs a model: pass --model provider/name")
+        if self.agent_spec is not None:
+            if self.agent_spec.needs_model and not config.model:
+                raise RunError(f"agent '{self.agent_name}' needs a model: pass --model provider/name")
+            if config.model and not self.agent_spec.accepts_model:
+                raise RunError(f"agent '{self.agent_name}' takes no model, but --model "
+                               f"{config.model} was given: drop --model, or choose an LLM agent "
+                               "(`rgym list agents`)")
         self._agent = agent
         self.budget: Budget = self.task.budget.merged(
             max_steps=config.max_steps, time_limit_s=config.time_limit_s,
@@ -234,6 +329,48 @@ class Episode:
         self.completed_steps = 0
         self._agent_error: str | None = None
         self._pending_info: dict[str, Any] = {}
+        self._prepared: tuple[list[Tool], dict[str, PreparedDataset], Agent] | None = None
+        self.run_dir = run_dir_path(Path(config.runs_dir), self.task.id, self.agent_name,
+                                    config.model, self.run_id, profile=self.profile)
+
+    # -- pre-flight -------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Resolve tools and datasets, build the agent and check its model clients.
+        Raises :class:`RunError` with the fix; creates nothing on disk but caches."""
+        if self._prepared is not None:
+            return
+        try:
+            tools = select_tools(self.registry, self.task, self.config.tools)
+        except RegistryError as exc:
+            raise RunError(str(exc)) from None
+        try:
+            datasets = _resolve_datasets(self.registry, self.task, self.config)
+        except (DatasetError, RegistryError) as exc:
+            raise RunError(str(exc)) from None
+        agent = self._make_agent()
+        try:
+            self._check_models(agent)
+        except BaseException:
+            _close_agent(agent)
+            raise
+        self._prepared = (tools, datasets, agent)
+
+    def _check_models(self, agent: Agent) -> None:
+        needs = ModelRequirements(cost_limit_usd=self.budget.cost_limit_usd,
+                                  token_limit=self.budget.token_limit,
+                                  probe=self.config.probe_models)
+        for client in model_clients_of(agent):
+            try:
+                check_model_client(client, needs)
+            except (ValueError, LookupError, OSError, RuntimeError) as exc:
+                raise RunError(f"agent '{self.agent_name}': {exc}") from None
+
+    def close(self) -> None:
+        """Release what :meth:`prepare` built when the episode will not run."""
+        if self._prepared is not None and self._agent is None:
+            _close_agent(self._prepared[2])
+        self._prepared = None
 
     # -- setup ------------------------------------------------------------------
 
@@ -243,6 +380,7 @@ class Episode:
             "rgym_version": __version__,
             "hostname": socket.gethostname(),
             "run": unstructure(self.config),
+            "profile": self.profile,
             "budget": unstructure(self.budget),
             "task": unstructure(attrs.evolve(self.task, root=None)),
             "task_root": str(self.task.root),
@@ -251,7 +389,7 @@ class Episode:
             "tools": [t.qualified_name for t in tools],
             "plugins": [unstructure(p) for p in self.registry.plugins],
         }
-        (self.run_dir / CONFIG_FILE).write_text(dumps(data, indent=2))
+        write_config(self.run_dir, data)
 
     def _make_sandbox(self) -> Sandbox:
         res = self.task.resources
@@ -264,6 +402,7 @@ class Episode:
         cfg = SandboxConfig(run_id=self.run_id, task_id=self.task.id, resources=res,
                             network=self.config.network, image=self.config.image,
                             gpus=self.config.gpus, labels={"rgym.task": self.task.id},
+                            env=profile_env(self.task),
                             options=dict(self.config.sandbox_options), explicit=explicit)
         return spec.factory(cfg)
 
@@ -288,25 +427,31 @@ class Episode:
         except (ValueError, LookupError, OSError, RuntimeError) as exc:
             raise RunError(f"agent '{self.agent_name}' could not start: {exc}") from None
 
+    def _hook_error(self, hook: str, plugin: str, exc: BaseException) -> None:
+        self.writer.write("hook_error", {
+            "hook": hook, "plugin": plugin, "error": f"{type(exc).__name__}: {exc}",
+            "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))})
+
     # -- the loop ---------------------------------------------------------------
 
     def run(self) -> EpisodeResult:
         started_wall = time.time()
-        tools = select_tools(self.registry, self.task, self.config.tools)
+        self.prepare()
+        assert self._prepared is not None
+        tools, datasets, agent = self._prepared
         self.tools = {t.name: t for t in tools}
         try:
-            datasets = _resolve_datasets(self.registry, self.task, self.config)
-        except (DatasetError, RegistryError) as exc:
-            raise RunError(str(exc)) from None
-        self.run_dir = run_dir_path(Path(self.config.runs_dir), self.task.id, self.agent_name,
-                                    self.config.model, self.run_id)
-        agent = self._make_agent()
-        self.run_dir.mkdir(parents=True, exist_ok=False)
+            create_run_dir(self.run_dir)
+        except FileExistsError:
+            self.close()
+            raise RunError(f"{self.run_dir}: the run directory already exists") from None
         self._write_config(tools)
-        self.writer = TrajectoryWriter(self.run_dir / TRAJECTORY_FILE)
+        self.writer = TrajectoryWriter(self.run_dir)
+        self.hooks = LifecycleHooks(self.registry, self._hook_error)
         self.writer.write("start", {"run_id": self.run_id, "task": self.task.id,
                                     "agent": self.agent_name, "model": self.config.model,
-                                    "sandbox": self.sandbox_name, "started_at": started_wall,
+                                    "profile": self.profile, "sandbox": self.sandbox_name,
+                                    "started_at": started_wall, "pid": os.getpid(),
                                     "tools": [t.qualified_name for t in tools]})
         result = EpisodeResult(
             run_id=self.run_id, task_id=self.task.id, agent=self.agent_name, model=self.config.model,
@@ -315,23 +460,28 @@ class Episode:
             metrics={m.name: m.direction for m in self.task.metrics},
             baseline_scores=self.task.baseline_scores,
             reference_scores=dict(self.task.reference_scores),
-            subtasks=[unstructure(s) for s in self.task.subtasks],
+            subtasks=list(self.task.subtasks), profile=self.profile,
             started_at=started_wall, run_dir=str(self.run_dir), tags=dict(self.config.tags))
         sandbox: Sandbox | None = None
         self.info: EpisodeInfo | None = None
         ctx: ToolContext | None = None
+        self.progress("setup", {"run_dir": str(self.run_dir), "run_id": self.run_id})
         try:
             with _signals_as_interrupt():
                 try:
-                    self.progress("setup", {"run_dir": str(self.run_dir)})
                     sandbox = self._make_sandbox()
                     starter = self.task.path(self.task.starter_files)
                     sandbox.start(WorkspaceLayout(
                         starter=starter if starter is not None and starter.is_dir() else None,
                         datasets=datasets))
+                    self.writer.write("sandbox", {"backend": self.sandbox_name,
+                                                  "workspace": sandbox.workspace,
+                                                  "host_workspace": _host_workspace(sandbox)})
                     spec = self.registry.sandbox(self.sandbox_name)
-                    self.grader = Grader(self.task, sandbox, datasets, self.run_dir,
-                                         isolated=spec.isolated_grading, seed=self.config.grader_seed)
+                    self.grader = make_grader(self.task, sandbox, datasets, self.run_dir,
+                                              isolated=spec.isolated_grading,
+                                              seed=self.config.grader_seed,
+                                              env=profile_env(self.task))
                     ctx = ToolContext(sandbox=sandbox, task=self.task, run_dir=self.run_dir,
                                       state=self.state, grade=self._grade, record=self._record,
                                       action_timeout_s=self.budget.action_timeout_s,
@@ -339,13 +489,12 @@ class Episode:
                     self._run_loop(sandbox, ctx, result, agent)
                 except KeyboardInterrupt as exc:
                     result.status = ExitStatus.CANCELLED
-                    result.end_reason = "cancelled"
-                    name = str(exc) if str(exc).startswith("SIG") else "SIGINT"
-                    result.error = f"cancelled by {name}"
+                    result.end_reason = EndReason.CANCELLED
+                    result.error = f"cancelled by {_signal_name(exc)}"
         except Exception as exc:  # noqa: BLE001 - any failure still leaves a result
             result.status = ExitStatus.ERROR
             result.error = f"{type(exc).__name__}: {exc}"
-            result.end_reason = result.end_reason or "error"
+            result.end_reason = result.end_reason or EndReason.ERROR
             self.writer.write("error", {"traceback": traceback.format_exc()})
         finally:
             with _shielded():
@@ -354,8 +503,10 @@ class Episode:
 
     def _run_loop(self, sandbox: Sandbox, ctx: ToolContext, result: EpisodeResult,
                   agent: Agent) -> None:
-        facts = sandbox.describe()
-        self.status.extras.update({k: v for k, v in facts.items() if k in ("memory", "gpus", "cpus")})
+        raw_facts = sandbox.describe()
+        facts = raw_facts if isinstance(raw_facts, dict) else unstructure(raw_facts)
+        self.status.extras.update({k: v for k, v in facts.items()
+                                   if k in ("memory", "gpus", "cpus") and v is not None})
         for tool in self.tools.values():
             ctx.tool_config = self.task.tool_config.get(tool.namespace, {})
             tool.start(ctx)
@@ -371,21 +522,17 @@ class Episode:
         self.info = EpisodeInfo(run_id=self.run_id, run_dir=self.run_dir, task=self.task,
                                 agent=self.agent_name, model=self.config.model,
                                 sandbox=self.sandbox_name, budget=self.budget, seed=self.config.seed,
-                                status=self.status, tools=list(self.tools))
-        self._lifecycle("rgym_episode_start", episode=self.info)
+                                status=self.status, tools=list(self.tools), profile=self.profile)
+        self.hooks.call("rgym_episode_start", episode=self.info)
         self.status.started_at = time.monotonic()
         observation = Observation(output=self._opening(sandbox))
-        self.progress("start", {"run_dir": str(self.run_dir), "run_id": self.run_id})
+        self.progress("start", {"run_dir": str(self.run_dir), "run_id": self.run_id,
+                                "status": self.status})
         try:
             _call(agent.start, context)
             end_reason = self._steps(agent, ctx, observation)
         finally:
-            close = getattr(agent, "close", None)
-            if callable(close):
-                try:
-                    _call(close)
-                except Exception:  # noqa: BLE001
-                    pass
+            _close_agent(agent)
         result.end_reason = end_reason
         self._final_grading(result, end_reason)
 
@@ -395,33 +542,34 @@ class Episode:
         return (f"The workspace {sandbox.workspace} is ready. Files: {files}\n"
                 f"Tools: {', '.join(self.tools)}.")
 
-    def _steps(self, agent: Agent, ctx: ToolContext, observation: Observation) -> str:
+    def _steps(self, agent: Agent, ctx: ToolContext, observation: Observation) -> EndReason:
         """Loop until the episode ends; return why it ended."""
         budget = self.budget
         while True:
             if budget.max_steps is not None and self.step_index >= budget.max_steps:
-                return "max_steps"
+                return EndReason.MAX_STEPS
             if budget.time_limit_s is not None and self.status.elapsed_s >= budget.time_limit_s:
-                return "time"
+                return EndReason.TIME
             try:
                 action = _call(agent.act, observation)
             except BudgetExceeded as exc:
-                self._agent_stopped(exc, exc.kind)
-                return exc.kind
+                kind = EndReason(exc.kind)
+                self._agent_stopped(exc, kind)
+                return kind
             except AgentFormatError as exc:
-                self._agent_stopped(exc, "format_error")
-                return "format_error"
+                self._agent_stopped(exc, EndReason.FORMAT_ERROR)
+                return EndReason.FORMAT_ERROR
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # noqa: BLE001 - an agent crash autosubmits
-                self.writer.write("agent_stop", {"reason": "agent_error",
+                self.writer.write("agent_stop", {"reason": EndReason.AGENT_ERROR.value,
                                                  "message": f"{type(exc).__name__}: {exc}",
                                                  "traceback": traceback.format_exc()})
                 self._agent_error = f"{type(exc).__name__}: {exc}"
-                return "agent_error"
+                return EndReason.AGENT_ERROR
             if not isinstance(action, Action):
                 self._agent_error = f"agent returned {type(action).__name__}, not an Action"
-                return "agent_error"
+                return EndReason.AGENT_ERROR
             self.step_index += 1
             self.status.steps = self.step_index
             self.status.usage.add(action.usage)
@@ -439,26 +587,26 @@ class Episode:
                         elapsed_s=round(self.status.elapsed_s, 3))
             self.writer.step(step)
             self.completed_steps = self.step_index
-            self._lifecycle("rgym_step", episode=self.info, step=step)
+            self.hooks.call("rgym_step", episode=self.info, step=step)
             self.progress("step", {"step": step, "status": self.status})
             if observation.info.get("sandbox_error"):
-                return "sandbox_error"
+                return EndReason.SANDBOX_ERROR
             if observation.done:
-                return "submit"
+                return EndReason.SUBMIT
             limit = budget.cost_limit_usd
             if limit is not None and self.status.usage.cost_usd >= limit:
-                return "cost"
+                return EndReason.COST
             if budget.token_limit is not None and self.status.usage.tokens >= budget.token_limit:
-                return "tokens"
+                return EndReason.TOKENS
 
-    def _agent_stopped(self, exc: Exception, reason: str) -> None:
+    def _agent_stopped(self, exc: Exception, reason: EndReason) -> None:
         """Record an agent's stop, counting the model usage of its unfinished action
         (agents attach ``usage`` and ``llm_calls`` to the exception)."""
         self._agent_error = f"{type(exc).__name__}: {exc}"
         usage = getattr(exc, "usage", None)
         if usage is not None:
             self.status.usage.add(usage)
-        self.writer.write("agent_stop", {"reason": reason, "message": str(exc),
+        self.writer.write("agent_stop", {"reason": reason.value, "message": str(exc),
                                          "usage": unstructure(usage) if usage is not None else None,
                                          "llm_calls": getattr(exc, "llm_calls", [])})
 
@@ -506,26 +654,22 @@ class Episode:
         self.writer.score(record)
         return record
 
-    def _final_grading(self, result: EpisodeResult, end_reason: str) -> None:
-        kind = "submit" if end_reason == "submit" else "autosubmit"
-        record = self._grade(kind)
+    def _final_grading(self, result: EpisodeResult, end_reason: EndReason) -> None:
+        kind = grade_kind(end_reason)
+        result.agent_error = self._agent_error
+        try:
+            record = self._grade(kind)
+        except KeyboardInterrupt as exc:
+            name = _signal_name(exc)
+            result.status = ExitStatus.UNGRADED
+            result.error = (f"{name} stopped the grading of the {kind}; the workspace is kept in "
+                            f"workspace.tar.gz: `rgym grade {self.run_dir}` grades it")
+            self.writer.write("grading_interrupted", {"kind": kind, "signal": name,
+                                                      "end_reason": end_reason.value})
+            return
+        result.status, result.error = final_status(record, end_reason)
         if record.valid:
             result.final_scores = dict(record.scores)
-            result.status = (ExitStatus.SUBMITTED if kind == "submit"
-                             else ExitStatus(f"autosubmitted_{end_reason}"))
-        else:
-            missing = record.details.get("missing_submission")
-            result.status = ExitStatus.SUBMISSION_MISSING if missing else ExitStatus.EVALUATION_ERROR
-            result.error = record.error
-        result.agent_error = self._agent_error
-
-    def _lifecycle(self, hook: str, **kwargs: Any) -> None:
-        for impl in getattr(self.registry.hook, hook).get_hookimpls():
-            try:
-                impl.function(**kwargs)
-            except Exception as exc:  # noqa: BLE001 - observers never end an episode
-                self.writer.write("hook_error", {"hook": hook, "plugin": impl.plugin_name,
-                                                 "error": f"{type(exc).__name__}: {exc}"})
 
     def _finish(self, sandbox: Sandbox | None, ctx: ToolContext | None, result: EpisodeResult) -> None:
         result.scores = list(self.scores)
@@ -542,9 +686,10 @@ class Episode:
                 except Exception as exc:  # noqa: BLE001
                     self.writer.write("hook_error", {"tool": tool.qualified_name, "error": repr(exc)})
         if sandbox is not None:
-            if self.config.archive_workspace:
+            if self.config.archive_workspace or result.status is ExitStatus.UNGRADED:
                 try:
-                    self._archive(sandbox)
+                    archive_workspace(sandbox, self.run_dir,
+                                      exclude=mount_excludes(m.mount for m in self.task.datasets))
                 except Exception as exc:  # noqa: BLE001
                     self.writer.write("archive_error", {"error": repr(exc)})
             try:
@@ -553,24 +698,31 @@ class Episode:
                 self.writer.write("cleanup_error", {"error": repr(exc)})
         result.ended_at = time.time()
         result.duration_s = round(result.ended_at - result.started_at, 3)
-        (self.run_dir / RESULT_FILE).write_text(dumps(result, indent=2))
+        write_result(self.run_dir, result)
         self.writer.end(result)
         if self.info is not None:
-            self._lifecycle("rgym_episode_end", episode=self.info, result=result)
+            self.hooks.call("rgym_episode_end", episode=self.info, result=result)
         self.writer.close()
         self.progress("end", {"result": result})
 
-    def _archive(self, sandbox: Sandbox) -> None:
-        with tempfile.TemporaryDirectory(prefix="rgym-archive-") as tmp:
-            listing = sandbox.exec(["ls", "-A1"], timeout=60)
-            mounts = {m.mount.split("/", 1)[0] for m in self.task.datasets}
-            root = Path(tmp) / "workspace"
-            root.mkdir()
-            for entry in listing.output.splitlines():
-                if entry and entry not in mounts:
-                    sandbox.copy_out(entry, root / entry)
-            with tarfile.open(self.run_dir / "workspace.tar.gz", "w:gz") as tar:
-                tar.add(root, arcname="workspace")
+
+def _close_agent(agent: Any) -> None:
+    close = getattr(agent, "close", None)
+    if callable(close):
+        try:
+            _call(close)
+        except Exception:  # noqa: BLE001 - closing never fails an episode
+            pass
+
+
+def _host_workspace(sandbox: Sandbox) -> str | None:
+    """Where the workspace lives on this host, when it is a host folder (so that
+    ``rgym grade`` can archive what a killed run left)."""
+    for name in ("host_workspace", "workspace"):
+        value = getattr(sandbox, name, None)
+        if isinstance(value, str | Path) and value and os.path.isdir(value):
+            return str(value)
+    return None
 
 
 def _error_text(exc: BaseException) -> str:
@@ -583,14 +735,32 @@ def _error_text(exc: BaseException) -> str:
     return f"{name}: {target}" if target else f"{name}: {exc}"
 
 
+def preflight(config: RunConfig, registry: Registry | None = None, *,
+              agent: Agent | None = None) -> Episode:
+    """Check ``config`` as :func:`run_episode` would before it creates anything, and
+    return the prepared (not started) :class:`Episode`; call ``.run()`` on it, or
+    ``.close()`` to drop it.  Raises :class:`RunError` with the fix: unknown names,
+    an unknown profile, ``--model`` for an agent that takes none, a missing model,
+    key or dataset, a cost limit on an unpriced model, an unreachable model server."""
+    registry = registry or load_registry()
+    episode = Episode(config, registry, agent=agent)
+    episode.prepare()
+    return episode
+
+
 def run_episode(config: RunConfig, registry: Registry | None = None, *, agent: Agent | None = None,
                 progress: ProgressCallback | None = None) -> EpisodeResult:
     """Run one episode and return its result (also written to the run directory).
 
-    Raises :class:`RunError` when the episode cannot be set up (unknown task,
-    agent or sandbox, missing dataset); everything that goes wrong after the run
-    directory exists ends up in the result instead.
+    Raises :class:`RunError` when the episode cannot be set up (see
+    :func:`preflight`); nothing is created on disk then.  Everything that goes
+    wrong after the run directory exists ends up in the result instead.
     """
     registry = registry or load_registry()
     episode = Episode(config, registry, agent=agent, progress=progress)
     return episode.run()
+
+
+__all__ = ["PROFILE_ENV", "Episode", "ProgressCallback", "RunConfig", "RunDir", "RunError",
+           "final_status", "grade_kind", "make_grader", "preflight", "profile_env",
+           "run_dir_path", "run_episode", "select_tools"]
