@@ -49,13 +49,37 @@ def rgym_register_agents():  # type: ignore[no-untyped-def]
                        description="a scripted reference agent (no LLM): runs the task's scripted "
                                    "actions, or looks around, validates and submits",
                        options={"script": "a YAML/JSON file with a list of {tool, args} actions"})]
-    try:
-        from rgym_core.replay import ReplayAgent
-    except ImportError:
-        return specs
+    from rgym_core.replay import ReplayAgent
+
     specs.append(AgentSpec(name="rgym/replay", factory=ReplayAgent,
                            description="replays the actions of a saved trajectory "
                                        "(--agent-option trajectory=PATH)",
                            options={"trajectory": "a run directory or its trajectory.jsonl",
                                     "any_task": "true to replay a trajectory of another task"}))
     return specs
+
+
+#: The core's commands: (name, "module:attribute", the line `rgym --help` shows).
+CORE_COMMANDS = [
+    ("list", "rgym_core.commands.catalog:list_cmd",
+     "List installed tasks, agents, tools, sandboxes, datasets, models or plugins."),
+    ("show", "rgym_core.commands.catalog:show_cmd",
+     "Show a task: description, metrics, baseline, datasets, budget, profiles."),
+    ("run", "rgym_core.commands.run:run_cmd",
+     "Run one episode of TASK with an agent and print its score and run directory."),
+    ("check-pack", "rgym_core.commands.packs:check_pack_cmd",
+     "Check a pack: specs load, files exist, graders run on the baselines."),
+    ("new-pack", "rgym_core.commands.packs:new_pack_cmd",
+     "Write a working task-pack skeleton: spec, starter, grader and tests."),
+    ("score", "rgym_core.scoring.cli:score",
+     "Score episodes: best attempt and last submission, best of k runs, MLGym's performance "
+     "profiles and AUP, rankings, and ResearchGym's rates."),
+]
+
+
+@hookimpl
+def rgym_cli_commands():  # type: ignore[no-untyped-def]
+    """The core's commands, registered like any plugin's and imported on first use."""
+    from rgym_core.cli import lazy_command
+
+    return [lazy_command(name, target, help) for name, target, help in CORE_COMMANDS]

@@ -1,26 +1,45 @@
-"""``rgym check-pack``: static checks of a pack before it is published."""
+"""``rgym check-pack``: check a pack before it is published.
+
+Static checks (specs load, with every profile; files exist; graders compile and
+their imports resolve; exactly one primary metric; a ``name``), then, unless
+``--fast``, each task's baseline is run for real: its ``baseline.command`` in a
+fresh local sandbox with the starter files, then the task's grader on the
+result, once per profile.  Each measured score must be within the tolerance the
+spec states (:meth:`~rgym_core.specs.Baseline.tolerance_for`) of the recorded
+one; a grader that fails or leaves out a metric is an error.
+"""
 
 from __future__ import annotations
 
 import ast
 import importlib.util
 import sys
+import tempfile
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 from attrs import define, field
 
 from rgym_core.packs import TASK_FILE, load_task
 from rgym_core.serialization import SpecError
 from rgym_core.specs import TaskSpec
 
+#: The namespace under which check-pack registers the tasks it runs.
+CHECK_NAMESPACE = "check-pack"
+
 
 @define
 class Finding:
+    """One check: where (a file, or ``file [profile p]``), whether it passed, and why.
+    A skipped check (it could not run here, e.g. a dataset is missing) is not a failure."""
+
     where: str
     ok: bool
     message: str
+    skipped: bool = False
 
 
 @define
@@ -32,12 +51,17 @@ class PackReport:
     def ok(self) -> bool:
         return all(f.ok for f in self.findings) and bool(self.findings)
 
-    def add(self, where: str, ok: bool, message: str) -> None:
-        self.findings.append(Finding(where, ok, message))
+    @property
+    def problems(self) -> list[Finding]:
+        return [f for f in self.findings if not f.ok]
+
+    def add(self, where: str, ok: bool, message: str, *, skipped: bool = False) -> None:
+        self.findings.append(Finding(where, ok, message, skipped))
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "ok": self.ok,
-                "findings": [{"where": f.where, "ok": f.ok, "message": f.message} for f in self.findings]}
+                "findings": [{"where": f.where, "ok": f.ok, "skipped": f.skipped, "message": f.message}
+                             for f in self.findings]}
 
     def print(self) -> None:
         from rich.console import Console
@@ -45,12 +69,13 @@ class PackReport:
 
         console = Console()
         for f in self.findings:
-            mark = "[green]ok[/green]  " if f.ok else "[red]FAIL[/red]"
+            mark = "[yellow]skip[/yellow]" if f.skipped else "[green]ok[/green]  " if f.ok else "[red]FAIL[/red]"
             console.print(f"{mark} {escape(f.where)}: {escape(f.message)}", highlight=False,
                           soft_wrap=True)
         verdict = "[green]pack OK[/green]" if self.ok else "[red]pack has problems[/red]"
-        console.print(f"{verdict} ({sum(not f.ok for f in self.findings)} problem(s), "
-                      f"{len(self.findings)} checks)")
+        skipped = sum(f.skipped for f in self.findings)
+        console.print(f"{verdict} ({len(self.problems)} problem(s), {len(self.findings)} checks"
+                      + (f", {skipped} skipped" if skipped else "") + ")")
 
 
 def _missing_imports(script: Path, local: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
@@ -73,7 +98,18 @@ def _missing_imports(script: Path, local: set[str] = frozenset()) -> list[str]: 
     return missing
 
 
+def check_metadata(task: TaskSpec, report: PackReport, where: str) -> None:
+    """Checks of the spec itself that loading does not enforce."""
+    report.add(where, bool(task.name.strip()), "has a 'name'" if task.name.strip() else
+               "'name' is missing: give the task a human-readable title (name: ...)")
+    primaries = [m.name for m in task.metrics if m.primary]
+    report.add(where, len(primaries) == 1,
+               f"exactly one primary metric ({primaries[0]})" if len(primaries) == 1 else
+               f"metrics: mark exactly one metric 'primary: true' (found {len(primaries)})")
+
+
 def check_task(task: TaskSpec, report: PackReport, where: str) -> None:
+    """Static checks of one task (as one profile configures it)."""
     starter = task.path(task.starter_files)
     if task.starter_files is not None:
         report.add(where, bool(starter and starter.is_dir()),
@@ -113,8 +149,21 @@ def check_task(task: TaskSpec, report: PackReport, where: str) -> None:
             report.add(where, False, f"scripted_actions[{i}] needs a 'tool'")
 
 
-def check_pack(path: Path) -> PackReport:
-    """Check every task under ``path`` (a pack folder, a task folder or a task.yaml)."""
+def _declared_names(pyproject: Path) -> set[str] | None:
+    from rgym_core.provides import declared_in
+
+    declared = declared_in(pyproject.parent)
+    return {p.name for p in declared} if declared else None
+
+
+def check_pack(path: Path, *, profiles: list[str] | None = None, run_baselines: bool = True,
+               data_dir: Path | None = None,
+               progress: Callable[[str], None] | None = None) -> PackReport:
+    """Check every task under ``path`` (a pack folder, a task folder or a task.yaml).
+
+    ``profiles`` limits the profiles checked (default: each task's every profile);
+    ``run_baselines=False`` (``--fast``) skips running the baselines.
+    """
     path = path.resolve()
     report = PackReport(path)
     pyproject = path / "pyproject.toml"
@@ -136,17 +185,173 @@ def check_pack(path: Path) -> PackReport:
     files = [f for f in files if "build" not in f.parts and ".egg-info" not in str(f)]
     if not files:
         report.add(str(path), False, f"no {TASK_FILE} found")
+    declared = _declared_names(pyproject) if pyproject.is_file() else None
     seen: dict[str, Path] = {}
+    loaded: list[tuple[Path, TaskSpec]] = []
     for file in files:
-        where = str(file)
+        where = _relative(file, path)
         try:
             task = load_task(file)
         except SpecError as exc:
-            report.add(exc.source, False, f"{exc.field}: {exc.message}")
+            report.add(_relative(Path(exc.source), path), False, f"{exc.field}: {exc.message}")
             continue
         if task.id in seen:
             report.add(where, False, f"task id '{task.id}' is also used by {seen[task.id]}")
         seen[task.id] = file
         report.add(where, True, f"task '{task.id}' loads")
-        check_task(task, report, where)
+        check_metadata(task, report, where)
+        if declared is not None:
+            report.add(where, task.id in declared, f"declared in [project.entry-points.\"rgym.provides\"]"
+                       if task.id in declared else f"'{task.id}' is missing from [project.entry-points."
+                       f"\"rgym.provides\"] in pyproject.toml: install hints will not name it")
+        for name, spec in _profiles_of(task, profiles, report, where):
+            check_task(spec, report, _where(where, name))
+        loaded.append((file, task))
+    if run_baselines:
+        for file, task in loaded:
+            for name, spec in _profiles_of(task, profiles, None, str(file)):
+                check_baseline(spec, report, _where(_relative(file, path), name), data_dir=data_dir,
+                               progress=progress)
     return report
+
+
+def _relative(file: Path, root: Path) -> str:
+    try:
+        return str(file.relative_to(root if root.is_dir() else root.parent))
+    except ValueError:
+        return str(file)
+
+
+def _where(where: str, profile: str | None) -> str:
+    return f"{where} [profile {profile}]" if profile else where
+
+
+def _profiles_of(task: TaskSpec, wanted: list[str] | None, report: PackReport | None,
+                 where: str) -> list[tuple[str | None, TaskSpec]]:
+    """``(profile, resolved spec)`` for each profile to check (``(None, task)`` for a
+    task without profiles)."""
+    if not task.profiles:
+        if wanted and report is not None:
+            report.add(where, True, f"has no profiles; checked as it is (asked for {', '.join(wanted)})",
+                       skipped=True)
+        return [(None, task)]
+    names = [n for n in task.profile_names if wanted is None or n in wanted]
+    if wanted and report is not None:
+        for name in wanted:
+            if name not in task.profiles:
+                report.add(where, True, f"has no profile '{name}' (its profiles: "
+                           f"{', '.join(task.profile_names)})", skipped=True)
+    return [(n, task.with_profile(n)) for n in names]
+
+
+# --------------------------------------------------------------------------- baseline runs
+
+
+class _BaselineAgent:
+    """Runs the task's baseline command once, then submits (check-pack's own agent)."""
+
+    def __init__(self, command: str | None) -> None:
+        self.plan: list[Any] = []
+        self.command = command
+
+    def start(self, context: Any) -> None:
+        from rgym_core.records import Action
+
+        self.plan = ([Action.bash(self.command, thought="run the baseline")] if self.command else [])
+        self.plan.append(Action(tool="submit", thought="grade the baseline's output"))
+
+    def act(self, observation: Any) -> Any:
+        from rgym_core.records import Action
+
+        return self.plan.pop(0) if self.plan else Action(tool="submit")
+
+
+class _CheckPlugin:
+    """Registers the task under check (renamed into the check-pack namespace, so an
+    installed copy of the pack does not collide) and the baseline agent."""
+
+    def __init__(self, task: TaskSpec) -> None:
+        self.task = task
+
+    def rgym_register_tasks(self) -> list[TaskSpec]:
+        return [self.task]
+
+    def rgym_register_agents(self) -> list[Any]:
+        from rgym_core.agents import AgentSpec
+
+        command = self.task.baseline.command if self.task.baseline else None
+        return [AgentSpec(name=f"{CHECK_NAMESPACE}/baseline", factory=lambda config: _BaselineAgent(command),
+                          description="runs the baseline command and submits")]
+
+
+def _mark_hooks(plugin: type) -> type:
+    from rgym_core.hookspecs import hookimpl
+
+    for name in ("rgym_register_tasks", "rgym_register_agents"):
+        setattr(plugin, name, hookimpl(getattr(plugin, name)))
+    return plugin
+
+
+def check_baseline(task: TaskSpec, report: PackReport, where: str, *, data_dir: Path | None = None,
+                   progress: Callable[[str], None] | None = None) -> None:
+    """Run the baseline of ``task`` (already resolved for its profile) and compare
+    its scores with the recorded ones."""
+    baseline = task.baseline
+    if baseline is None or (not baseline.scores and not baseline.command):
+        report.add(where, True, "no baseline recorded: nothing to run", skipped=True)
+        return
+    from rgym_core.registry import RegistryError, load_registry
+    from rgym_core.runner import RunConfig, RunError, run_episode
+
+    check_id = f"{CHECK_NAMESPACE}/{task.id.replace('/', '--')}"
+    spec = attrs.evolve(task, id=check_id)
+    if progress is not None:
+        label = f" [profile {task.profile}]" if task.profile else ""
+        progress(f"running the baseline of {task.id}{label}...")
+    plugin = _mark_hooks(type("CheckPlugin", (_CheckPlugin,), {}))(spec)
+    try:
+        registry = load_registry(extra_plugins=[("rgym-check-pack", plugin)], lazy=True)
+        for mount in task.datasets:
+            if mount.id not in registry.datasets:
+                report.add(where, True, f"baseline not run: dataset '{mount.id}' is not registered "
+                           f"(install the pack, e.g. pip install -e {report.path})", skipped=True)
+                return
+        values: dict[str, Any] = {"task": check_id, "agent": f"{CHECK_NAMESPACE}/baseline",
+                                  "sandbox": "local", "data_dir": data_dir, "archive_workspace": False}
+        if "profile" in attrs.fields_dict(RunConfig):
+            values["profile"] = task.profile
+        with tempfile.TemporaryDirectory(prefix="rgym-check-") as tmp:
+            values["runs_dir"] = Path(tmp)
+            result = run_episode(RunConfig(**values), registry)
+    except (RunError, RegistryError, SpecError) as exc:
+        message = str(exc)
+        missing_data = "dataset" in message and ("not found" in message or "missing" in message)
+        report.add(where, missing_data, f"baseline not run: {message}", skipped=missing_data)
+        return
+    scores = result.final_scores
+    if scores is None:
+        error = (result.error or result.status.value).strip()
+        report.add(where, False, f"the grader gave no valid score for the baseline "
+                   f"({result.status.value}): {_tail(error)}")
+        return
+    report.add(where, True, "the grader scored the baseline: " +
+               ", ".join(f"{k}={v:.6g}" for k, v in sorted(scores.items())))
+    for metric, recorded in sorted(baseline.scores.items()):
+        if metric not in scores:
+            report.add(where, False, f"baseline: the grader did not report '{metric}' "
+                       f"(recorded {recorded:.6g})")
+            continue
+        tolerance = baseline.tolerance_for(metric)
+        measured = scores[metric]
+        close = abs(measured - recorded) <= tolerance
+        report.add(where, close, f"baseline {metric}: measured {measured:.6g}, recorded {recorded:.6g}"
+                   + (f" (within {tolerance:.2g})" if close else
+                      f": off by {abs(measured - recorded):.3g}, more than the tolerance {tolerance:.3g}; "
+                      f"re-measure the baseline or state baseline.tolerance"))
+    unknown = sorted(set(scores) - {m.name for m in task.metrics})
+    if unknown:
+        report.add(where, False, f"the grader reports metrics the spec does not list: {', '.join(unknown)}")
+
+
+def _tail(text: str, lines: int = 6) -> str:
+    return " | ".join(text.strip().splitlines()[-lines:])

@@ -1,20 +1,34 @@
-"""Plugin discovery and the registry of tasks, datasets, tools, agents, sandboxes
-and model providers.
+"""Plugin discovery and the registry of tasks, datasets, tools, agents, sandboxes,
+model providers and CLI commands.
 
-Plugins are found through the entry-point group ``rgym``.  A plugin that fails
-to import (or whose registration hook raises) produces one warning naming its
-distribution; the rest keep working.  Which plugins load can be restricted with
-``RGYM_PLUGINS`` / ``--plugins`` (only these, comma-separated entry-point or
-distribution names) and ``RGYM_DISABLE_PLUGINS`` / ``--disable-plugin``.
-The built-in plugin :mod:`rgym_core.builtin` always loads.
+Plugins are found through the entry-point group ``rgym``.  Every hook is called
+through pluggy (each implementation gets only the arguments it names, in
+pluggy's order, with ``wrapper=True`` implementations around the rest), and
+each implementation is isolated: one that raises produces one warning naming its
+plugin and distribution, and the others' answers are kept.  A plugin that fails
+to import is skipped the same way.
+
+Which plugins load can be restricted with ``RGYM_PLUGINS`` / ``--plugins``
+(only these, comma-separated entry-point or distribution names) and
+``RGYM_DISABLE_PLUGINS`` / ``--disable-plugin``.  The built-in plugin
+:mod:`rgym_core.builtin` always loads.
+
+Loading the registry imports the plugin modules only (which must be light: see
+CONTRIBUTING.md, "fast start-up"); each kind of item (tasks, tools...) is
+registered the first time it is asked for, so ``rgym --help`` calls no
+registration hook and ``rgym list tasks`` only ``rgym_register_tasks``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import importlib.metadata
+import inspect
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 import pluggy
@@ -26,6 +40,7 @@ T = TypeVar("T")
 
 ENTRY_POINT_GROUP = "rgym"
 BUILTIN = "builtin"
+CORE_DISTRIBUTION = "rgym-core"
 KINDS = ("tasks", "datasets", "tools", "agents", "sandboxes", "model_providers")
 
 
@@ -34,7 +49,7 @@ class RegistryError(LookupError):
 
 
 class PluginLoadWarning(UserWarning):
-    """A plugin failed to import or to register; it was skipped."""
+    """A plugin failed to import, to register or to run a hook; it was skipped."""
 
 
 @define(frozen=True)
@@ -58,69 +73,279 @@ class PluginInfo:
     error: str | None = None
 
 
-#: Where the names of rgym's own packs come from, for "unknown name" messages.
-_PACKS = {
-    "rgym-sandbox-docker": ("plugins/sandbox-docker", ["docker"]),
-    "rgym-agent-react": ("agents/react", ["react"]),
-    "rgym-agent-baseline": ("agents/baseline", ["baseline"]),
-    "rgym-llm": ("plugins/llm", ["openai-compatible", "openai", "anthropic", "vllm", "ollama",
-                                 "openrouter", "litellm"]),
-    "rgym-tools-literature": ("plugins/literature", ["literature", "literature_search"]),
-    "rgym-tools-pdf": ("plugins/pdf", ["pdf", "read_pdf"]),
-    "rgym-tools-memory": ("plugins/memory", ["memory", "memory_read", "memory_write"]),
-    "rgym-task-gametheory": ("task-packs/gametheory", ["prisoners-dilemma", "battle-of-sexes",
-                                                        "blotto"]),
-    "rgym-task-sat": ("task-packs/sat", ["3sat"]),
-    "rgym-task-tabular": ("task-packs/tabular", ["house-price", "titanic"]),
-}
+@define(frozen=True)
+class HookFailure:
+    """One hook implementation that raised (it was skipped; the call went on)."""
+
+    hook: str
+    plugin: str
+    distribution: str
+    error: str
+    exception: BaseException = field(eq=False, repr=False)
+
+
 _SINGULAR = {"tasks": "task", "datasets": "dataset", "tools": "tool", "agents": "agent",
              "sandboxes": "sandbox", "model_providers": "model provider"}
 _LIST_WORD = {"model_providers": "models"}
 
+#: Where a failing hook implementation is reported, for the call in progress.
+_failure_handler: contextvars.ContextVar[Callable[[HookFailure], None] | None] = \
+    contextvars.ContextVar("rgym_hook_failure_handler", default=None)
+#: Receives ``(plugin name, answer)`` from each implementation, for the call in progress.
+_answer_sink: contextvars.ContextVar[Callable[[str, Any], None] | None] = \
+    contextvars.ContextVar("rgym_hook_answer_sink", default=None)
 
-def install_hint(name: str) -> str:
-    """``; it comes with ...`` when ``name`` belongs to one of rgym's own packs."""
-    short = name.split("/", 1)[-1]
-    for dist, (folder, names) in _PACKS.items():
-        if short in names or name in names:
-            return f"; it comes with the {dist} pack: pip install {dist} (or ./{folder} in a checkout)"
-    return ""
+
+def _summary(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]
 
 
 def _name_of(kind: str, item: Any) -> str:
     if kind in ("tasks", "datasets"):
-        return item.id
+        return str(item.id)
     if kind == "tools":
-        return item.qualified_name
-    return item.name
+        return str(item.qualified_name)
+    return str(item.name)
 
 
 def _split_env(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-@define
-class Registry:
-    """Everything the installed plugins registered.  Build with :func:`load_registry`."""
+# --------------------------------------------------------------------------- isolation
 
-    plugin_manager: pluggy.PluginManager
-    plugins: list[PluginInfo] = field(factory=list)
-    tasks: dict[str, Registered[Any]] = field(factory=dict)
-    datasets: dict[str, Registered[Any]] = field(factory=dict)
-    tools: dict[str, Registered[Any]] = field(factory=dict)
-    agents: dict[str, Registered[Any]] = field(factory=dict)
-    sandboxes: dict[str, Registered[Any]] = field(factory=dict)
-    model_providers: dict[str, Registered[Any]] = field(factory=dict)
-    warnings: list[str] = field(factory=list)
+
+class _GuardedPlugin:
+    """A plugin as registered with pluggy: its hook implementations wrapped so that
+    one that raises is reported (a :class:`HookFailure`) instead of ending the call.
+
+    pluggy still does the calling: the wrappers keep the signature (pluggy reads it
+    through ``__wrapped__``) and the ``hookimpl`` options, so argument selection,
+    ``tryfirst``/``trylast`` and ``wrapper=True`` work as pluggy documents.
+    """
+
+    def __init__(self, plugin: Any, name: str, distribution: str, registry: Registry) -> None:
+        self.rgym_plugin = plugin
+        for attr in dir(plugin):
+            if not attr.startswith("rgym_"):
+                continue
+            try:
+                method = getattr(plugin, attr)
+            except Exception:  # noqa: BLE001, S112 - a property that raises is no hook
+                continue
+            opts = getattr(method, f"{hookspecs.PROJECT}_impl", None)
+            if not inspect.isroutine(method) or not isinstance(opts, dict):
+                continue
+            setattr(self, attr, _guard(method, attr, name, distribution, registry, opts))
+
+
+def _guard(method: Any, hook: str, plugin: str, distribution: str, registry: Registry,
+           opts: dict[str, Any]) -> Callable[..., Any]:
+    def report(exc: BaseException) -> None:
+        registry._hook_failed(HookFailure(hook, plugin, distribution, _summary(exc), exc))
+
+    if opts.get("wrapper") or opts.get("hookwrapper"):
+        @functools.wraps(method)
+        def guarded_wrapper(*args: Any, **kwargs: Any) -> Any:
+            gen = method(*args, **kwargs)
+            try:
+                next(gen)
+            except Exception as exc:  # noqa: BLE001 - a broken wrapper is skipped
+                report(exc)
+                gen = None
+            try:
+                inner = yield
+            except BaseException as exc:  # the call failed: let the wrapper see it
+                if gen is None:
+                    raise
+                try:
+                    gen.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+                raise RuntimeError(f"hook wrapper {plugin}.{hook} did not stop after an exception")
+            if gen is None:
+                return inner
+            try:
+                gen.send(inner)
+            except StopIteration as stop:
+                return inner if opts.get("hookwrapper") else stop.value
+            except Exception as exc:  # noqa: BLE001
+                report(exc)
+                return inner
+            gen.close()
+            report(RuntimeError("the wrapper yielded more than once"))
+            return inner
+
+        return guarded_wrapper
+
+    @functools.wraps(method)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            answer = method(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - one broken plugin never stops the others
+            report(exc)
+            return None
+        sink = _answer_sink.get()
+        if sink is not None:
+            sink(plugin, answer)
+        return answer
+
+    return guarded
+
+
+# --------------------------------------------------------------------------- registry
+
+
+class Registry:
+    """Everything the installed plugins registered.  Build with :func:`load_registry`.
+
+    The tables (``tasks``, ``tools``...) map full names to :class:`Registered`
+    items; each is built by its registration hook the first time it is read.
+    Raises :class:`RegistryError` then if two distributions register one name.
+    """
+
+    def __init__(self, plugin_manager: pluggy.PluginManager) -> None:
+        self.plugin_manager = plugin_manager
+        self.plugins: list[PluginInfo] = []
+        self.warnings: list[str] = []
+        self.failures: list[HookFailure] = []
+        self.distributions: dict[str, str] = {}  # plugin name -> distribution
+        self._tables: dict[str, dict[str, Registered[Any]]] = {}
+        self._commands: list[Registered[Any]] | None = None
+
+    # -- hooks -----------------------------------------------------------------
 
     @property
     def hook(self) -> Any:
+        """pluggy's hook relay; calls through it are isolated per implementation."""
         return self.plugin_manager.hook
 
+    def call_hook(self, name: str, *, on_failure: Callable[[HookFailure], None] | None = None,
+                  **kwargs: Any) -> list[Any]:
+        """Call hook ``name`` through pluggy with keyword arguments; return the
+        implementations' answers (pluggy's list, ``None`` answers left out).
+
+        An implementation that raises is skipped: ``on_failure`` receives the
+        :class:`HookFailure` (by default: a warning naming the plugin and its
+        distribution, and an entry in :attr:`failures`).
+        """
+        caller = getattr(self.plugin_manager.hook, name)
+        with self.reporting(on_failure):
+            result = caller(**kwargs)
+        return list(result or []) if isinstance(result, list) else [result]
+
+    @contextlib.contextmanager
+    def reporting(self, on_failure: Callable[[HookFailure], None] | None) -> Iterator[None]:
+        """Within this block, failing hook implementations go to ``on_failure``."""
+        token = _failure_handler.set(on_failure)
+        try:
+            yield
+        finally:
+            _failure_handler.reset(token)
+
+    def _hook_failed(self, failure: HookFailure) -> None:
+        self.failures.append(failure)
+        handler = _failure_handler.get()
+        if handler is not None:
+            handler(failure)
+            return
+        if failure.hook.startswith("rgym_register_"):
+            what = f"failed to register its {failure.hook.removeprefix('rgym_register_')}"
+        elif failure.hook == "rgym_cli_commands":
+            what = "failed to add its CLI commands"
+        else:
+            what = f"failed in {failure.hook}"
+        self._warn(f"rgym: plugin '{failure.plugin}' from distribution '{failure.distribution}' "
+                   f"{what} ({failure.error})")
+
+    def _warn(self, message: str) -> None:
+        self.warnings.append(message)
+        warnings.warn(message, PluginLoadWarning, stacklevel=3)
+
+    # -- tables ----------------------------------------------------------------
+
+    def _build(self, kind: str) -> dict[str, Registered[Any]]:
+        table: dict[str, Registered[Any]] = {}
+        hook_name = f"rgym_register_{kind}"
+        answers, origin = self._attributed_call(hook_name)
+        for items in answers:
+            for item in _as_list(items):
+                plugin = origin(item)
+                dist = self.distributions.get(plugin, plugin)
+                name = _name_of(kind, item)
+                if "/" not in name:
+                    self._warn(f"rgym: {_SINGULAR[kind]} '{name}' from '{dist}' is not namespaced "
+                               f"as 'pack/name'; skipped")
+                    continue
+                if name in table and table[name].distribution != dist:
+                    other = table[name].distribution
+                    raise RegistryError(
+                        f"{_SINGULAR[kind]} '{name}' is registered by both '{other}' and "
+                        f"'{dist}'; uninstall one, or restrict plugins with --plugins / RGYM_PLUGINS")
+                table[name] = Registered(name, item, plugin, dist)
+        return table
+
+    def _attributed_call(self, hook_name: str) -> tuple[list[Any], Callable[[Any], str]]:
+        """Call a registration hook; return its answers and a function naming the
+        plugin each returned item came from.  A wrapper may add, drop or reorder
+        items: what it adds is credited to the (innermost) wrapper's plugin."""
+        seen: dict[int, str] = {}
+        keep: list[Any] = []  # keeps the answers alive so that their ids stay unique
+
+        def sink(plugin: str, answer: Any) -> None:
+            keep.append(answer)
+            for item in _as_list(answer):
+                seen.setdefault(id(item), plugin)
+
+        hook = getattr(self.plugin_manager.hook, hook_name)
+        wrappers = [i.plugin_name for i in hook.get_hookimpls() if i.wrapper or i.hookwrapper]
+        fallback = wrappers[0] if wrappers else BUILTIN
+        token = _answer_sink.set(sink)
+        try:
+            answers = self.call_hook(hook_name)
+        finally:
+            _answer_sink.reset(token)
+        return answers, lambda item: seen.get(id(item), fallback)
+
     def table(self, kind: str) -> dict[str, Registered[Any]]:
+        """The table of one kind (``tasks``, ``tools``...), built on first use."""
         if kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
-        return getattr(self, kind)
+        if kind not in self._tables:
+            self._tables[kind] = self._build(kind)
+        return self._tables[kind]
+
+    @property
+    def tasks(self) -> dict[str, Registered[Any]]:
+        return self.table("tasks")
+
+    @property
+    def datasets(self) -> dict[str, Registered[Any]]:
+        return self.table("datasets")
+
+    @property
+    def tools(self) -> dict[str, Registered[Any]]:
+        return self.table("tools")
+
+    @property
+    def agents(self) -> dict[str, Registered[Any]]:
+        return self.table("agents")
+
+    @property
+    def sandboxes(self) -> dict[str, Registered[Any]]:
+        return self.table("sandboxes")
+
+    @property
+    def model_providers(self) -> dict[str, Registered[Any]]:
+        return self.table("model_providers")
+
+    def load_all(self) -> Registry:
+        """Build every table now (raising :class:`RegistryError` on a conflict)."""
+        for kind in KINDS:
+            self.table(kind)
+        return self
+
+    # -- lookups ---------------------------------------------------------------
 
     def resolve(self, kind: str, name: str) -> Registered[Any]:
         """Find an item by its full name (``mlgym/blotto``) or, when unambiguous,
@@ -136,8 +361,15 @@ class Registry:
             names = ", ".join(sorted(r.name for r in matches))
             raise RegistryError(f"{singular} '{name}' is ambiguous: {names}; use the full name")
         known = ", ".join(sorted(table)) or "none installed"
-        hint = install_hint(name) or f"; `rgym list {_LIST_WORD.get(kind, kind)}` shows what is installed"
+        hint = self.install_hint(name) or \
+            f"; `rgym list {_LIST_WORD.get(kind, kind)}` shows what is installed"
         raise RegistryError(f"unknown {singular} '{name}' (installed: {known}){hint}")
+
+    def install_hint(self, name: str) -> str:
+        """``; it comes with ...`` when a pack declares ``name`` (see :mod:`rgym_core.provides`)."""
+        from rgym_core.provides import install_hint
+
+        return install_hint(name, self.plugins)
 
     def task(self, name: str) -> Any:
         return self.resolve("tasks", name).item
@@ -158,17 +390,29 @@ class Registry:
         return self.resolve("model_providers", name).item
 
     def cli_commands(self) -> list[Any]:
-        commands: list[Any] = []
-        for impl in self.plugin_manager.hook.rgym_cli_commands.get_hookimpls():
-            try:
-                commands.extend(impl.function() or [])
-            except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the CLI
-                self._warn(f"plugin '{impl.plugin_name}' failed to add CLI commands: {exc!r}")
-        return commands
+        """The ``click`` commands plugins add (``rgym_cli_commands``), in pluggy's order."""
+        return [r.item for r in self.cli_command_table()]
 
-    def _warn(self, message: str) -> None:
-        self.warnings.append(message)
-        warnings.warn(message, PluginLoadWarning, stacklevel=3)
+    def cli_command_table(self) -> list[Registered[Any]]:
+        """The plugins' commands with the plugin and distribution of each."""
+        if self._commands is None:
+            commands: list[Registered[Any]] = []
+            answers, origin = self._attributed_call("rgym_cli_commands")
+            for items in answers:
+                for command in _as_list(items):
+                    plugin = origin(command)
+                    commands.append(Registered(str(getattr(command, "name", "") or ""), command, plugin,
+                                               self.distributions.get(plugin, plugin)))
+            self._commands = commands
+        return self._commands
+
+
+def _as_list(items: Any) -> list[Any]:
+    if items is None:
+        return []
+    if isinstance(items, list | tuple):
+        return list(items)
+    return [items]
 
 
 def _entry_points() -> list[importlib.metadata.EntryPoint]:
@@ -184,85 +428,64 @@ def _selected(ep_name: str, dist: str, only: list[str], disabled: list[str]) -> 
 
 
 def load_registry(*, only: Iterable[str] | None = None, disabled: Iterable[str] | None = None,
-                  extra_plugins: Iterable[tuple[str, Any]] = (), entry_points: bool = True) -> Registry:
+                  extra_plugins: Iterable[tuple[str, Any]] = (), entry_points: bool = True,
+                  lazy: bool = False) -> Registry:
     """Discover plugins and build the registry.
 
     ``only``/``disabled`` default to the ``RGYM_PLUGINS``/``RGYM_DISABLE_PLUGINS``
     environment variables.  ``extra_plugins`` are ``(name, module_or_object)``
     pairs registered as if they came from a distribution of that name (for tests
-    and embedding).  Raises :class:`RegistryError` when two distributions
-    register one name.
+    and embedding).  Unless ``lazy``, every table is built before returning, so a
+    name registered by two distributions raises :class:`RegistryError` here; with
+    ``lazy`` (the CLI), each table is built when first read.
     """
     only_list = list(only) if only is not None else _split_env(os.environ.get("RGYM_PLUGINS"))
     disabled_list = (list(disabled) if disabled is not None
                      else _split_env(os.environ.get("RGYM_DISABLE_PLUGINS")))
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
-    registry = Registry(plugin_manager=pm)
-    dist_of: dict[str, str] = {}
+    registry = Registry(pm)
+
+    def register(plugin: Any, name: str, dist: str) -> None:
+        pm.register(_GuardedPlugin(plugin, name, dist, registry), name=name)
+        registry.distributions[name] = dist
 
     found = _entry_points() if entry_points else []
     if not any(ep.name == BUILTIN for ep in found):
         # Running from a source tree that is not installed: register the built-ins directly.
         from rgym_core import builtin
 
-        pm.register(builtin, name=BUILTIN)
-        dist_of[BUILTIN] = "rgym-core"
-        registry.plugins.append(PluginInfo(BUILTIN, "rgym-core", _version("rgym-core"), True))
+        register(builtin, BUILTIN, CORE_DISTRIBUTION)
+        registry.plugins.append(PluginInfo(BUILTIN, CORE_DISTRIBUTION, _version(CORE_DISTRIBUTION), True))
     for ep in found:
         dist = ep.dist.name if ep.dist is not None else ep.name
         version = ep.dist.version if ep.dist is not None else ""
         if not _selected(ep.name, dist, only_list, disabled_list):
             registry.plugins.append(PluginInfo(ep.name, dist, version, False, "disabled"))
             continue
-        if ep.name in dist_of:
+        if ep.name in registry.distributions:
             registry._warn(f"rgym: plugin name '{ep.name}' from distribution '{dist}' is already "
-                           f"used by '{dist_of[ep.name]}'; skipped")
+                           f"used by '{registry.distributions[ep.name]}'; skipped")
             continue
         try:
             plugin = ep.load()
-            pm.register(plugin, name=ep.name)
+            register(plugin, ep.name, dist)
         except Exception as exc:  # noqa: BLE001 - any import failure becomes one warning
-            summary = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            summary = _summary(exc)
             registry._warn(f"rgym: plugin '{ep.name}' from distribution '{dist}' failed to load "
                            f"({summary}); its tasks, tools and agents are unavailable")
             registry.plugins.append(PluginInfo(ep.name, dist, version, False, summary))
             continue
-        dist_of[ep.name] = dist
         registry.plugins.append(PluginInfo(ep.name, dist, version, True))
     known_names = {p.name for p in registry.plugins} | {p.distribution for p in registry.plugins}
     for wanted in [*only_list, *disabled_list]:
         if wanted not in known_names:
             registry._warn(f"rgym: no installed plugin is called '{wanted}' (see `rgym list plugins`)")
     for name, plugin in extra_plugins:
-        pm.register(plugin, name=name)
-        dist_of[name] = name
+        register(plugin, name, name)
         registry.plugins.append(PluginInfo(name, name, "", True))
-
-    for kind in KINDS:
-        hook = getattr(pm.hook, f"rgym_register_{kind}")
-        table = registry.table(kind)
-        for impl in hook.get_hookimpls():
-            dist = dist_of.get(impl.plugin_name, impl.plugin_name)
-            try:
-                items = impl.function() or []
-            except Exception as exc:  # noqa: BLE001
-                summary = f"{type(exc).__name__}: {exc}".splitlines()[0]
-                registry._warn(f"rgym: plugin '{impl.plugin_name}' from distribution '{dist}' "
-                               f"failed to register its {kind} ({summary})")
-                continue
-            for item in items:
-                name = _name_of(kind, item)
-                if "/" not in name:
-                    registry._warn(f"rgym: {_SINGULAR[kind]} '{name}' from '{dist}' is not namespaced "
-                                   f"as 'pack/name'; skipped")
-                    continue
-                if name in table and table[name].distribution != dist:
-                    other = table[name].distribution
-                    raise RegistryError(
-                        f"{_SINGULAR[kind]} '{name}' is registered by both '{other}' and "
-                        f"'{dist}'; uninstall one, or restrict plugins with --plugins / RGYM_PLUGINS")
-                table[name] = Registered(name, item, impl.plugin_name, dist)
+    if not lazy:
+        registry.load_all()
     return registry
 
 
@@ -271,5 +494,3 @@ def _version(dist: str) -> str:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return "dev"
-
-

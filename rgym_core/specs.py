@@ -18,17 +18,42 @@ Direction = Literal["maximize", "minimize"]
 GraderLocation = Literal["host", "sandbox"]
 
 
+class FieldError(ValueError):
+    """A validator's verdict on one field: ``field`` is its name, ``message`` what is
+    wrong.  Spec loading reports it as ``file: path.to.field: message``."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"'{field}' {message}")
+
+
 def _positive(instance: Any, attribute: attrs.Attribute, value: float | int | None) -> None:
     if value is not None and value <= 0:
-        raise ValueError(f"'{attribute.name}' must be positive, got {value!r}")
+        raise FieldError(attribute.name, f"must be positive, got {value!r}")
+
+
+def _non_negative(instance: Any, attribute: attrs.Attribute, value: float | int | None) -> None:
+    if value is not None and value < 0:
+        raise FieldError(attribute.name, f"must be non-negative, got {value!r}")
+
+
+def _last_digit(value: float | None) -> float:
+    """Half a unit of the last digit written in ``value`` (``-0.24851`` -> ``5e-6``,
+    ``31000`` -> ``0.5``), at least ``1e-9`` relative: the rounding a recorded score
+    carries.  A recorded zero is exact."""
+    if value is None or not math.isfinite(value) or value == 0:
+        return 1e-12
+    text = repr(float(value))
+    mantissa, _, exponent = text.partition("e")
+    decimals = len(mantissa.partition(".")[2].rstrip("0")) - int(exponent or 0)
+    return max(0.5 * 10.0 ** -decimals, abs(value) * 1e-9)
 
 
 def _namespaced(instance: Any, attribute: attrs.Attribute, value: str) -> None:
     parts = value.split("/")
     if len(parts) != 2 or not all(parts) or any(c.isspace() for c in value):
-        raise ValueError(
-            f"'{attribute.name}' must be namespaced as 'pack/name' without spaces, got {value!r}"
-        )
+        raise FieldError(attribute.name, f"must be namespaced as 'pack/name' without spaces, got {value!r}")
 
 
 @define(frozen=True)
@@ -47,11 +72,34 @@ class Metric:
 
 @define(frozen=True)
 class Baseline:
-    """How to run the starter solution, and the scores it gets."""
+    """How to run the starter solution, and the scores it gets.
+
+    ``rgym check-pack`` runs ``command`` in a local sandbox, grades the result and
+    compares each score with ``scores``: a measured score passes when it is within
+    ``tolerance`` of the recorded one (an absolute difference; ``tolerances`` sets
+    it per metric).  The default allows rounding in the last recorded digit only,
+    so a grader with run-to-run noise states its tolerance here.
+    """
 
     command: str | None = None
     scores: dict[str, float] = field(factory=dict)
     description: str = ""
+    tolerance: float | None = field(default=None, validator=_non_negative)
+    tolerances: dict[str, float] = field(factory=dict)
+
+    @tolerances.validator
+    def _check_tolerances(self, attribute: attrs.Attribute, value: dict[str, float]) -> None:
+        for name, tol in value.items():
+            if tol < 0:
+                raise FieldError(f"tolerances['{name}']", f"must be non-negative, got {tol!r}")
+
+    def tolerance_for(self, metric: str) -> float:
+        """The absolute difference allowed between a measured and the recorded score."""
+        if metric in self.tolerances:
+            return self.tolerances[metric]
+        if self.tolerance is not None:
+            return self.tolerance
+        return _last_digit(self.scores.get(metric))
 
 
 @define(frozen=True)
@@ -128,9 +176,51 @@ class DatasetMount:
     mount: str = "data"
 
 
+#: The parts of a task a profile may override.
+PROFILE_SECTIONS = ("budget", "resources", "grader", "baseline", "reference_scores", "datasets", "env")
+
+
+@define(frozen=True)
+class TaskProfile:
+    """A named configuration of a task (``cpu``, ``mlgym``...): same code, other sizes.
+
+    In ``task.yaml`` each profile is a *partial* override of the task: the fields it
+    gives in ``budget``, ``resources``, ``grader`` and ``baseline`` replace the task's,
+    field by field (a ``baseline.scores`` mapping is replaced whole: it is that
+    profile's own measurement); ``reference_scores`` and ``datasets`` replace the
+    task's; ``env`` adds variables to the task's.  Once loaded, every section a
+    profile gave holds the merged, validated value, and a section left ``None``
+    means "as the task".  :meth:`TaskSpec.with_profile` applies one.
+    """
+
+    description: str = ""
+    budget: Budget | None = None
+    resources: Resources | None = None
+    grader: GraderSpec | None = None
+    baseline: Baseline | None = None
+    reference_scores: dict[str, float] | None = None
+    datasets: list[DatasetMount] | None = None
+    env: dict[str, str] | None = None
+
+
+def _env_names(instance: Any, attribute: attrs.Attribute, value: dict[str, str]) -> None:
+    for key in value:
+        if not key or "=" in key or "\0" in key or key[0].isdigit():
+            raise FieldError(attribute.name, f"has an invalid variable name {key!r}")
+        if key == "RGYM_PROFILE":
+            raise FieldError(attribute.name, "must not set RGYM_PROFILE: rgym sets it to the profile's name")
+
+
 @define(frozen=True)
 class TaskSpec:
-    """Everything rgym needs to know to run and grade one task."""
+    """Everything rgym needs to know to run and grade one task.
+
+    ``profiles`` names configurations of the task (see :class:`TaskProfile`);
+    ``default_profile`` (else the first profile) is the one a run gets when it
+    asks for none.  A spec returned by :meth:`with_profile` has the profile
+    applied and its name in ``profile``; ``env`` is extra environment for the
+    agent's shell and the grader (rgym adds ``RGYM_PROFILE``).
+    """
 
     id: str = field(validator=_namespaced)
     description: str
@@ -149,25 +239,98 @@ class TaskSpec:
     scripted_actions: list[dict[str, Any]] = field(factory=list)
     tags: list[str] = field(factory=list)
     version: str = "1"
+    env: dict[str, str] = field(factory=dict, validator=_env_names)
+    default_profile: str | None = None
+    profiles: dict[str, TaskProfile] = field(factory=dict)
+    profile: str | None = None
     root: Path | None = field(default=None, eq=False)
 
     @metrics.validator
     def _check_metrics(self, attribute: attrs.Attribute, value: list[Metric]) -> None:
         if not value:
-            raise ValueError("'metrics' must list at least one metric")
+            raise FieldError("metrics", "must list at least one metric")
         primaries = [m.name for m in value if m.primary]
         if len(value) > 1 and len(primaries) != 1:
-            raise ValueError(
-                f"'metrics' must have exactly one entry with 'primary: true', found {len(primaries)} "
-                f"({', '.join(primaries) or 'none'})"
-            )
+            raise FieldError("metrics", f"must have exactly one entry with 'primary: true', found "
+                                        f"{len(primaries)} ({', '.join(primaries) or 'none'})")
         names = [m.name for m in value]
         if len(set(names)) != len(names):
-            raise ValueError(f"'metrics' must have unique names, got {names}")
+            raise FieldError("metrics", f"must have unique names, got {names}")
+
+    @profiles.validator
+    def _check_profiles(self, attribute: attrs.Attribute, value: dict[str, TaskProfile]) -> None:
+        for name, profile in value.items():
+            if not name or not all(c.isalnum() or c in "-_." for c in name):
+                raise FieldError("profiles", f"names must be letters, digits, '-', '_' or '.', "
+                                             f"got {name!r}")
+            if profile.env:
+                try:
+                    _env_names(self, attrs.fields(TaskProfile).env, profile.env)
+                except FieldError as exc:
+                    raise FieldError(f"profiles['{name}'].env", exc.message) from None
+            metric_names = {m.name for m in self.metrics}
+            for what, scores in (("baseline.scores", profile.baseline.scores if profile.baseline else {}),
+                                 ("reference_scores", profile.reference_scores or {})):
+                unknown = sorted(set(scores) - metric_names)
+                if unknown:
+                    raise FieldError(f"profiles['{name}'].{what}",
+                                     f"names unknown metric(s) {', '.join(unknown)}; the task's "
+                                     f"metrics: {', '.join(sorted(metric_names))}")
+        known = ", ".join(value) or "it has none"
+        if self.default_profile is not None and self.default_profile not in value:
+            raise FieldError("default_profile", f"must name one of the task's profiles ({known}), "
+                                                f"got {self.default_profile!r}")
+        if self.profile is not None and self.profile not in value:
+            raise FieldError("profile", f"must name one of the task's profiles ({known}), "
+                                        f"got {self.profile!r}")
 
     @property
     def namespace(self) -> str:
         return self.id.split("/", 1)[0]
+
+    @property
+    def profile_names(self) -> list[str]:
+        """The task's profiles, the default one first."""
+        default = self.default_profile_name
+        return ([default] if default else []) + [n for n in self.profiles if n != default]
+
+    @property
+    def default_profile_name(self) -> str | None:
+        """``default_profile``, else the first profile, else ``None``."""
+        return self.default_profile or next(iter(self.profiles), None)
+
+    def with_profile(self, name: str | None = None) -> TaskSpec:
+        """This task with profile ``name`` applied (``None``: the default profile).
+
+        The returned spec has ``profile`` set to the chosen name (``None`` when the
+        task has no profiles and none was asked for).  An unknown name raises
+        :class:`~rgym_core.serialization.SpecError` naming the task and its profiles.
+        """
+        if name is None:
+            name = self.profile or self.default_profile_name
+            if name is None:
+                return self
+        if name not in self.profiles:
+            from rgym_core.serialization import SpecError
+
+            known = ", ".join(self.profile_names) or "none"
+            source = str(self.root / "task.yaml") if self.root is not None else f"task '{self.id}'"
+            raise SpecError(source, "profile",
+                            f"unknown profile '{name}'; the profiles of '{self.id}' are: {known} "
+                            f"(`rgym show {self.id}` describes them)")
+        if self.profile == name:
+            return self
+        if self.profile is not None:
+            raise ValueError(f"task '{self.id}' already has profile '{self.profile}' applied; "
+                             f"apply '{name}' to the task as registered")
+        profile = self.profiles[name]
+        changes: dict[str, Any] = {"profile": name}
+        for section in PROFILE_SECTIONS:
+            value = getattr(profile, section)
+            if value is None:
+                continue
+            changes[section] = {**self.env, **value} if section == "env" else value
+        return attrs.evolve(self, **changes)
 
     @property
     def primary_metric(self) -> Metric:

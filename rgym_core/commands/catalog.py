@@ -1,0 +1,195 @@
+"""``rgym list`` and ``rgym show TASK``: what is installed, and one task in full."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from typing import Any
+
+import click
+
+from rgym_core.cli import get_registry
+from rgym_core.registry import Registry, RegistryError
+from rgym_core.serialization import SpecError, unstructure
+from rgym_core.specs import Budget, Resources, TaskSpec
+
+LIST_KINDS = {"tasks": "tasks", "datasets": "datasets", "agents": "agents", "tools": "tools",
+              "sandboxes": "sandboxes", "models": "model_providers", "plugins": "plugins"}
+
+
+def _rows(registry: Registry, kind: str) -> list[dict[str, Any]]:
+    if kind == "plugins":
+        return [{"name": p.name, "distribution": p.distribution, "version": p.version,
+                 "loaded": p.loaded, "error": p.error} for p in registry.plugins]
+    rows = []
+    for name, reg in sorted(registry.table(LIST_KINDS[kind]).items()):
+        item = reg.item
+        desc = getattr(item, "description", "") or getattr(getattr(item, "schema", None), "description", "")
+        row: dict[str, Any] = {"name": name, "distribution": reg.distribution,
+                               "description": " ".join(str(desc).split())}
+        if kind == "tasks":
+            row["title"] = item.name
+            row["primary_metric"] = f"{item.primary_metric.name} ({item.primary_metric.direction})"
+            row["profiles"] = item.profile_names
+        if kind == "tools":
+            row["default"] = item.default
+        rows.append(row)
+    return rows
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return " ".join(str(value).split())
+
+
+def format_table(rows: list[dict[str, Any]], columns: list[str], width: int | None = None) -> str:
+    """A plain-text table; the last column is cut to fit ``width`` (the terminal's;
+    nothing is cut when the output is not a terminal)."""
+    if width is None:
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 1 << 16
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    heads = [c.replace("_", " ") for c in columns]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(heads)]
+    fixed = sum(widths[:-1]) + 2 * (len(columns) - 1)
+    widths[-1] = max(min(widths[-1], width - fixed), len(heads[-1]))
+
+    def line(values: list[str]) -> str:
+        out = []
+        for i, value in enumerate(values):
+            if i == len(values) - 1:
+                out.append(value if len(value) <= widths[i] else value[: max(widths[i] - 3, 0)] + "...")
+            else:
+                out.append(value.ljust(widths[i]))
+        return "  ".join(out).rstrip()
+
+    return "\n".join([line(heads), line(["-" * w for w in widths]), *(line(r) for r in cells)])
+
+
+@click.command("list")
+@click.argument("kind", type=click.Choice(sorted(LIST_KINDS)), default="tasks")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_context
+def list_cmd(ctx: click.Context, kind: str, as_json: bool) -> None:
+    """List installed tasks, agents, tools, sandboxes, datasets, models or plugins."""
+    rows = _rows(get_registry(ctx), kind)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if kind == "tasks":
+        columns = ["name", "primary_metric", "profiles", "distribution", "title"]
+    elif kind == "plugins":
+        columns = ["name", "distribution", "version", "loaded", "error"]
+    else:
+        columns = [c for c in (rows[0] if rows else {"name": 1, "distribution": 1}) if c != "description"]
+        columns.append("description")
+    if not rows:
+        click.echo(f"No {kind} installed. Install a pack, e.g. pip install rgym-task-<name> "
+                   f"(`rgym list plugins` shows what loaded).")
+        return
+    click.echo(format_table(rows, columns))
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:.6g}"
+
+
+def _budget_text(b: Budget) -> str:
+    parts = [f"max_steps={b.max_steps}", f"time_limit_s={b.time_limit_s:g}" if b.time_limit_s else
+             "time_limit_s=none", f"action_timeout_s={b.action_timeout_s:g}"]
+    if b.cost_limit_usd is not None:
+        parts.append(f"cost_limit_usd={b.cost_limit_usd:g}")
+    if b.token_limit is not None:
+        parts.append(f"token_limit={b.token_limit}")
+    return " ".join(parts)
+
+
+def _resources_text(r: Resources) -> str:
+    fields = [("memory_mb", r.memory_mb), ("cpus", r.cpus), ("pids", r.pids),
+              ("disk_mb", getattr(r, "disk_mb", None)), ("gpus", r.gpus or None)]
+    parts = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in fields if v is not None]
+    parts.append(f"network={'on' if r.network else 'off'}")
+    if r.image:
+        parts.append(f"image={r.image}")
+    return " ".join(parts) + ("  (unset limits get the sandbox's defaults)" if None in
+                              (r.memory_mb, r.pids) else "")
+
+
+def _scores_text(scores: dict[str, float]) -> str:
+    return ", ".join(f"{k}={_number(v)}" for k, v in scores.items()) or "-"
+
+
+def profile_lines(task: TaskSpec) -> list[str]:
+    """One block per profile: budget, resources, baseline and reference scores."""
+    lines: list[str] = []
+    for name in task.profile_names:
+        spec = task.with_profile(name)
+        profile = task.profiles[name]
+        default = " (default)" if name == task.default_profile_name else ""
+        lines.append(f"profile {name}{default}: {profile.description}".rstrip(": "))
+        lines.append(f"    budget: {_budget_text(spec.budget)}")
+        lines.append(f"    resources: {_resources_text(spec.resources)}")
+        if spec.baseline is not None:
+            command = f" (command: {spec.baseline.command})" if spec.baseline.command else ""
+            lines.append(f"    baseline: {_scores_text(spec.baseline.scores)}{command}")
+        if spec.reference_scores:
+            lines.append(f"    reference: {_scores_text(spec.reference_scores)}")
+        if profile.datasets is not None:
+            lines.append("    datasets: " + (", ".join(f"{d.id} -> {d.mount}/" for d in spec.datasets)
+                                             or "none"))
+        if profile.grader is not None:
+            lines.append(f"    grader: timeout_s={spec.grader.timeout_s:g} location={spec.grader.location}")
+        if spec.env:
+            lines.append("    env: " + " ".join(f"{k}={v}" for k, v in sorted(spec.env.items())))
+    return lines
+
+
+@click.command("show")
+@click.argument("task")
+@click.option("--profile", default=None, help="Show the task as this profile configures it.")
+@click.option("--json", "as_json", is_flag=True, help="Print the task spec as JSON.")
+@click.pass_context
+def show_cmd(ctx: click.Context, task: str, profile: str | None, as_json: bool) -> None:
+    """Show a task: description, metrics, baseline, datasets, budget, profiles."""
+    registry = get_registry(ctx)
+    try:
+        reg = registry.resolve("tasks", task)
+        spec: TaskSpec = reg.item if profile is None else reg.item.with_profile(profile)
+    except (RegistryError, SpecError) as exc:
+        raise click.UsageError(str(exc)) from None
+    if as_json:
+        data = unstructure(spec)
+        data["distribution"] = reg.distribution
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.markdown import Markdown
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    title = f" [dim]profile {spec.profile}[/dim]" if spec.profile else ""
+    console.print(f"[bold]{spec.id}[/bold]  {escape(spec.name)}  [dim](from {reg.distribution})[/dim]{title}")
+    console.print(Markdown(spec.description))
+    table = Table("metric", "direction", "primary", "baseline", "reference")
+    for m in spec.metrics:
+        table.add_row(m.name, m.direction, "yes" if m is spec.primary_metric else "",
+                      _number(spec.baseline_scores.get(m.name)), _number(spec.reference_scores.get(m.name)))
+    console.print(table)
+    console.print(f"budget: {_budget_text(spec.budget)}", highlight=False)
+    console.print(f"resources: {_resources_text(spec.resources)}", highlight=False)
+    if spec.datasets:
+        console.print("datasets: " + ", ".join(f"{d.id} -> {d.mount}/" for d in spec.datasets),
+                      highlight=False)
+    if spec.baseline and spec.baseline.command:
+        console.print(f"baseline command: {escape(spec.baseline.command)}", highlight=False)
+    if spec.subtasks:
+        console.print("sub-tasks: " + ", ".join(s.id for s in spec.subtasks), highlight=False)
+    if spec.profiles and profile is None:
+        console.print("")
+        for line in profile_lines(spec):
+            console.print(escape(line), highlight=False, soft_wrap=True)
+        console.print(f"[dim]rgym run {spec.id} --profile NAME picks one[/dim]")

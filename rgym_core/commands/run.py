@@ -1,0 +1,128 @@
+"""``rgym run TASK``: one episode, its score and its run directory."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+
+from rgym_core.cli import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE, _split_csv, get_registry
+from rgym_core.registry import RegistryError
+from rgym_core.serialization import SpecError, unstructure
+
+
+def _parse_pairs(values: tuple[str, ...], option: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for value in values:
+        key, sep, raw = value.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {value!r}", param_hint=option)
+        if key in out:
+            raise click.BadParameter(f"'{key}' is given twice", param_hint=option)
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def _once(ctx: click.Context, param: click.Parameter, values: tuple[Any, ...]) -> Any:
+    """The value of an option that may be given once (repeating it is an error,
+    not "the last one wins")."""
+    if len(values) > 1:
+        shown = ", ".join(str(v) for v in values)
+        raise click.BadParameter(f"given {len(values)} times ({shown}); give it once",
+                                 param_hint=f"'{param.opts[0]}'")
+    return values[0] if values else None
+
+
+def once(*decls: str, default: Any = None, **kwargs: Any) -> Any:
+    """``click.option`` for a value that may be given once."""
+    if default is not None:
+        kwargs["default"] = (default,)
+        kwargs.setdefault("show_default", True)
+    return click.option(*decls, multiple=True, callback=_once, **kwargs)
+
+
+@click.command("run")
+@click.argument("task")
+@once("--agent", "-a", default="scripted", help="Agent (short or full name).")
+@once("--model", "-m", help="Model as provider/name (for LLM agents).")
+@once("--base-url", help="Model endpoint, as OpenAI clients take it (ending in /v1).")
+@once("--profile", "-p", help="Task profile (`rgym show TASK` lists them; default: the task's).")
+@once("--sandbox", "-s", default="local", help="Sandbox backend.")
+@once("--max-steps", type=click.IntRange(min=1), help="Step budget.")
+@once("--time-limit", type=click.FloatRange(min=0, min_open=True), help="Wall-clock budget in seconds.")
+@once("--action-timeout", type=click.FloatRange(min=0, min_open=True),
+      help="Timeout of one action in seconds.")
+@once("--cost-limit", type=click.FloatRange(min=0, min_open=True),
+      help="Model cost budget in USD (enforced before each call).")
+@once("--token-limit", type=click.IntRange(min=1), help="Token budget.")
+@once("--seed", type=int, help="Seed passed to the agent.")
+@once("--grader-seed", type=int, help="Seed passed to the grader (RGYM_SEED).")
+@once("--runs-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs"),
+      help="Where run directories are written.")
+@click.option("--tool", "tools", multiple=True, help="Enable a tool or a tool pack (repeatable).")
+@click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE",
+              help="Option passed to the agent (repeatable; values parsed as JSON when possible).")
+@click.option("--sandbox-option", "sandbox_options", multiple=True, metavar="KEY=VALUE",
+              help="Option passed to the sandbox backend (repeatable).")
+@click.option("--dataset", "datasets", multiple=True, metavar="MOUNT=DATASET",
+              help="Run on another registered dataset of the same form.")
+@once("--data-dir", type=click.Path(file_okay=False, path_type=Path), envvar="RGYM_DATA_DIR",
+      help="Folder with one sub-folder per dataset (env RGYM_DATA_DIR).")
+@click.option("--network/--no-network", default=None, help="Allow the sandbox network (default: the task's).")
+@once("--gpus", help="GPUs for the sandbox (docker: 'all' or a count).")
+@once("--image", help="Container image (docker backend).")
+@once("--memory", "memory_mb", type=click.IntRange(min=16), help="Memory limit in MB.")
+@once("--cpus", type=click.FloatRange(min=0, min_open=True), help="CPU limit.")
+@once("--pids", type=click.IntRange(min=8), help="Process-count limit.")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag recorded in the result.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON, no progress line.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress line.")
+@click.pass_context
+def run_cmd(ctx: click.Context, task: str, tools: tuple[str, ...], agent_options: tuple[str, ...],
+            sandbox_options: tuple[str, ...], datasets: tuple[str, ...], tags: tuple[str, ...],
+            as_json: bool, quiet: bool, **kwargs: Any) -> None:
+    """Run one episode of TASK with an agent and print its score and run directory."""
+    from rgym_core.runner import RunConfig, RunError, run_episode
+
+    registry = get_registry(ctx)
+    values: dict[str, Any] = dict(
+        task=task, agent=kwargs["agent"], model=kwargs["model"], base_url=kwargs["base_url"],
+        sandbox=kwargs["sandbox"], max_steps=kwargs["max_steps"], time_limit_s=kwargs["time_limit"],
+        action_timeout_s=kwargs["action_timeout"], cost_limit_usd=kwargs["cost_limit"],
+        token_limit=kwargs["token_limit"], seed=kwargs["seed"], grader_seed=kwargs["grader_seed"],
+        runs_dir=kwargs["runs_dir"], agent_options=_parse_pairs(agent_options, "--agent-option"),
+        tools=_split_csv(tools), datasets={k: str(v) for k, v in _parse_pairs(datasets, "--dataset").items()},
+        data_dir=kwargs["data_dir"], network=kwargs["network"], gpus=kwargs["gpus"], image=kwargs["image"],
+        memory_mb=kwargs["memory_mb"], cpus=kwargs["cpus"], pids=kwargs["pids"],
+        sandbox_options=_parse_pairs(sandbox_options, "--sandbox-option"),
+        tags={k: str(v) for k, v in _parse_pairs(tags, "--tag").items()})
+    if kwargs["profile"] is not None:
+        if "profile" not in attrs.fields_dict(RunConfig):
+            raise click.UsageError("this version of the runner does not apply task profiles")
+        values["profile"] = kwargs["profile"]
+    config = RunConfig(**values)
+    from rgym_core.progress import EpisodeProgress
+
+    progress = EpisodeProgress(enabled=not (as_json or quiet))
+    try:
+        with progress:
+            result = run_episode(config, registry, progress=progress.update)
+    except (RunError, RegistryError, SpecError) as exc:
+        if as_json:
+            click.echo(json.dumps({"error": str(exc), "status": None}))
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    if as_json:
+        click.echo(json.dumps(unstructure(result), indent=2, default=str))
+    else:
+        progress.summary(result, registry.task(result.task_id))
+    if result.status.value == "cancelled":
+        sys.exit(EXIT_CANCELLED)
+    sys.exit(EXIT_OK if result.final_scores is not None else EXIT_FAILED)
