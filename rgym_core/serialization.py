@@ -11,6 +11,7 @@ YAML is parsed with libyaml's C loader when PyYAML was built with it.
 
 from __future__ import annotations
 
+import enum
 import json
 import typing
 from collections.abc import Mapping
@@ -105,6 +106,17 @@ def _make_converter(forbid_extra: bool) -> cattrs.Converter:
             raise ValueProblem(f"expected true or false, got {v!r}")
         return v
 
+    def structure_enum(v: Any, tp: Any) -> Any:
+        try:
+            return tp(v)
+        except ValueError:
+            choices = ", ".join(repr(m.value) for m in tp)
+            raise ValueProblem(f"must be one of {choices}, got {v!r}") from None
+
+    # StrEnum/IntEnum before str/int in the method resolution order: enums stay enums.
+    for base in (enum.Enum, enum.StrEnum, enum.IntEnum):
+        conv.register_structure_hook(base, structure_enum)
+        conv.register_unstructure_hook(base, lambda v: v.value)
     conv.register_structure_hook(float, structure_float)
     conv.register_structure_hook(int, structure_int)
     conv.register_structure_hook(str, structure_str)

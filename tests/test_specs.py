@@ -214,3 +214,14 @@ def test_show_lists_profiles_and_run_rejects_unknown_profile(tmp_path: Path) -> 
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("result.json"))
     twice = rgym("run", "pack/task", "--seed", "1", "--seed", "2")
     assert twice.returncode == 2 and "given 2 times" in twice.stderr
+
+
+def test_str_enums_round_trip_as_enums() -> None:
+    from rgym_core.records import ExitStatus
+    from rgym_core.serialization import record_converter, unstructure
+
+    value = record_converter.structure("submitted", ExitStatus)
+    assert type(value) is ExitStatus and value is ExitStatus.SUBMITTED
+    assert type(unstructure({"s": ExitStatus.SUBMITTED})["s"]) is str
+    with pytest.raises(ValueError, match="must be one of"):
+        record_converter.structure("nope", ExitStatus)
