@@ -16,6 +16,9 @@ and the task mounts that dataset (``datasets: [{id: researchgym/<task>, mount:
 runner prepares datasets before it lays out the sandbox, so the verified
 starter repository is in place when the workspace is copied.
 
+Every task's grader gets ``grader/rgym_confined.py`` (:data:`CONFINED_MODULE`),
+the one function through which ResearchGym graders run agent code.
+
 The leakage policy: ``tool_config.literature`` in ``task.yaml`` holds the
 paper's identifiers written by the pack (always active); when the dataset is
 prepared, the entries of the verified ``blocked_urls.yaml`` (``urls`` as
@@ -42,6 +45,10 @@ from rgym_researchgym.prepare import (
 PROFILE_KEYS = ("profiles", "default_profile")
 LEAKAGE_TOOLS = ("literature", "pdf")
 _LEAKAGE_KEYS = ("blocked_url_patterns", "blocked_papers")
+
+#: The stdlib-only helper every ResearchGym grader runs agent code through
+#: (``grader/rgym_confined.py``; see its docstring).
+CONFINED_MODULE = str(Path(__file__).parent / "grader_support" / "rgym_confined.py")
 
 #: task name -> tool_config mappings of the registered specs, merged into at prepare time.
 _LIVE_TOOL_CONFIGS: dict[str, list[dict[str, Any]]] = {}
@@ -102,7 +109,16 @@ def researchgym_task(folder: Path, task: str) -> Any:
     tool_config = {name: dict(value) for name, value in spec.tool_config.items()}
     for tool in LEAKAGE_TOOLS:
         tool_config.setdefault(tool, {})
-    spec = attrs.evolve(spec, starter_files=str(workspace_path(task)), tool_config=tool_config)
+    include = {CONFINED_MODULE: "rgym_confined.py", **spec.grader.include}
+    spec = attrs.evolve(spec, starter_files=str(workspace_path(task)), tool_config=tool_config,
+                        grader=attrs.evolve(spec.grader, include=include))
+    profiles = getattr(spec, "profiles", None)
+    if profiles:  # a profile's grader section is already merged: give it the helper too
+        spec = attrs.evolve(spec, profiles={
+            name: profile if profile.grader is None else attrs.evolve(
+                profile, grader=attrs.evolve(profile.grader, include={
+                    CONFINED_MODULE: "rgym_confined.py", **profile.grader.include}))
+            for name, profile in profiles.items()})
     _LIVE_TOOL_CONFIGS.setdefault(task, []).append(spec.tool_config)
     for profile in getattr(spec, "profiles", {}).values():
         extra = getattr(profile, "tool_config", None)
