@@ -74,6 +74,8 @@ CORE_COMMANDS = [
     ("score", "rgym_core.scoring.cli:score",
      "Score episodes: best attempt and last submission, best of k runs, MLGym's performance "
      "profiles and AUP, rankings, and ResearchGym's rates."),
+    ("grade", "rgym_core.grade_cli:grade",
+     "Grade run directories that were interrupted: ungraded or killed runs."),
 ]
 
 

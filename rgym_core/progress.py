@@ -8,22 +8,13 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
+from rich.text import Text
 
-from rgym_core.records import EpisodeResult
+from rgym_core.records import EndReason, EpisodeResult
 from rgym_core.specs import TaskSpec
 
-END_REASONS = {
-    "submit": "the agent submitted",
-    "max_steps": "the step budget ran out",
-    "time": "the time limit was reached",
-    "cost": "the cost limit would have been crossed",
-    "tokens": "the token limit was reached",
-    "agent_error": "the agent failed",
-    "format_error": "the agent gave malformed output too often",
-    "sandbox_error": "the sandbox failed",
-    "cancelled": "a signal cancelled the episode",
-    "error": "rgym failed",
-}
+#: Why an episode ended, in words (by end reason).
+END_REASONS = {reason.value: reason.describe for reason in EndReason}
 
 
 def _action_text(action: Any) -> str:
@@ -36,19 +27,48 @@ def _action_text(action: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-class EpisodeProgress:
-    """Shows ``step 3/20 · bash: python train.py · 12 s · $0.0123`` on stderr while
-    an episode runs (only on a terminal unless forced), then a summary."""
+class _LiveLine:
+    """The progress line, computed each time rich redraws it, so the clock keeps
+    moving during a long step."""
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, text: str = "setting up the episode...") -> None:
+        self.status: Any = None
+        self.index: int = 0
+        self.action: Any = None
+        self.state = ""
+        self.text = text
+
+    def __rich__(self) -> str:
+        if self.status is None or self.action is None:
+            return self.text
+        status = self.status
+        total = status.budget.max_steps or "∞"
+        cost = f" · ${status.usage.cost_usd:.4f}" if status.usage.cost_usd else ""
+        return (f"step {self.index}/{total} · {escape(self.action.tool)}: "
+                f"{escape(_action_text(self.action))} · {self.state} · "
+                f"{status.elapsed_s:.0f} s{cost}")
+
+
+class EpisodeProgress:
+    """Shows ``step 3/20 · bash: python train.py · running · 12 s · $0.0123`` on
+    stderr while an episode runs (a live line on a terminal, whose clock keeps
+    moving during a long step; one line per step otherwise), prints the run
+    directory as soon as it exists, then a summary."""
+
+    def __init__(self, enabled: bool = True, *, console: Console | None = None,
+                 out: Console | None = None, refresh_per_second: float = 4.0) -> None:
         self.enabled = enabled
-        self.console = Console(stderr=True, soft_wrap=True)
-        self.out = Console(soft_wrap=True)
+        self.console = console or Console(stderr=True, soft_wrap=True)
+        self.out = out or Console(soft_wrap=True)
         self._status: Status | None = None
+        self._line = _LiveLine()
+        self._refresh = refresh_per_second
+        self._announced = False
 
     def __enter__(self) -> EpisodeProgress:
         if self.enabled and self.console.is_terminal:
-            self._status = self.console.status("setting up the episode...")
+            self._status = Status(self._line, console=self.console,
+                                  refresh_per_second=self._refresh)
             self._status.start()
         return self
 
@@ -60,23 +80,26 @@ class EpisodeProgress:
     def update(self, event: str, data: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        if event == "start" and self._status is None:
-            self.console.print(f"[dim]run directory: {data['run_dir']}[/dim]")
+        if event in ("setup", "start") and not self._announced and data.get("run_dir"):
+            self._announced = True
+            self.console.print(f"[dim]run directory: {escape(str(data['run_dir']))}[/dim]",
+                               highlight=False, soft_wrap=True)
         if event in ("action", "step"):
             status = data["status"]
             index, action = ((data["index"], data["action"]) if event == "action"
                              else (data["step"].index, data["step"].action))
-            total = status.budget.max_steps or "∞"
-            cost = f" · ${status.usage.cost_usd:.4f}" if status.usage.cost_usd else ""
-            state = "running" if event == "action" else "done"
-            line = (f"step {index}/{total} · {action.tool}: {_action_text(action)} · {state} · "
-                    f"{status.elapsed_s:.0f} s{cost}")
+            line = self._line
+            line.status, line.index, line.action = status, index, action
+            line.state = "running" if event == "action" else "done"
             if self._status is not None:
                 self._status.update(line)
             elif event == "step" and not self.console.is_terminal:
-                print(line, file=sys.stderr, flush=True)
-        elif event == "grading" and self._status is not None:
-            self._status.update(f"grading ({data['kind']})...")
+                print(Text.from_markup(line.__rich__()).plain, file=sys.stderr, flush=True)
+        elif event == "grading":
+            self._line.action = None
+            self._line.text = f"grading ({data['kind']})..."
+            if self._status is not None:
+                self._status.update(self._line)
 
     def summary(self, result: EpisodeResult, task: TaskSpec | None) -> None:
         primary = result.primary_metric
@@ -93,7 +116,7 @@ class EpisodeProgress:
             if others:
                 self.out.print("other metrics: " + ", ".join(f"{k} = {v:.4g}" for k, v in others.items()))
         reason = END_REASONS.get(result.end_reason or "", result.end_reason)
-        if reason and result.end_reason != "submit":
+        if reason and result.end_reason != EndReason.SUBMIT:
             self.out.print(f"ended because {reason}", highlight=False)
         if result.agent_error:
             self.out.print(f"[red]agent error:[/red] {escape(result.agent_error)}", highlight=False)

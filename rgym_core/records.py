@@ -29,8 +29,12 @@ class ExitStatus(enum.StrEnum):
     ``cancelled``: SIGINT or SIGTERM stopped the episode; it was not graded.
     ``error``: rgym itself failed (a sandbox that would not start...).
 
-    ``error``, ``autosubmitted_sandbox_error``, ``cancelled`` and ``ungraded`` are
-    failures of the infrastructure, not of the agent (:attr:`infrastructure`).
+    ``autosubmitted_killed``: the rgym process was killed (no result was written);
+    ``rgym grade`` graded the workspace it left.
+
+    ``error``, ``autosubmitted_sandbox_error``, ``autosubmitted_killed``,
+    ``cancelled`` and ``ungraded`` are failures of the infrastructure, not of the
+    agent (:attr:`infrastructure`).
     """
 
     SUBMITTED = "submitted"
@@ -41,6 +45,7 @@ class ExitStatus(enum.StrEnum):
     AUTOSUBMITTED_AGENT_ERROR = "autosubmitted_agent_error"
     AUTOSUBMITTED_FORMAT_ERROR = "autosubmitted_format_error"
     AUTOSUBMITTED_SANDBOX_ERROR = "autosubmitted_sandbox_error"
+    AUTOSUBMITTED_KILLED = "autosubmitted_killed"
     SUBMISSION_MISSING = "submission_missing"
     EVALUATION_ERROR = "evaluation_error"
     UNGRADED = "ungraded"
@@ -97,7 +102,8 @@ class EndReason(enum.StrEnum):
 
 
 _INFRASTRUCTURE = frozenset({ExitStatus.ERROR, ExitStatus.AUTOSUBMITTED_SANDBOX_ERROR,
-                             ExitStatus.CANCELLED, ExitStatus.UNGRADED})
+                             ExitStatus.AUTOSUBMITTED_KILLED, ExitStatus.CANCELLED,
+                             ExitStatus.UNGRADED})
 _END_TEXT = {
     EndReason.SUBMIT: "the agent submitted",
     EndReason.MAX_STEPS: "the step budget ran out",
@@ -200,6 +206,17 @@ def _optional_end_reason(value: Any) -> EndReason | None:
     return None if value is None else EndReason(value)
 
 
+def _subtasks(value: Any) -> list[SubTask]:
+    """Sub-tasks as :class:`~rgym_core.specs.SubTask` (mappings are accepted)."""
+    out = []
+    for item in value or []:
+        if isinstance(item, dict):
+            known = {a.name for a in SubTask.__attrs_attrs__}
+            item = SubTask(**{k: v for k, v in item.items() if k in known})
+        out.append(item)
+    return out
+
+
 @define
 class EpisodeResult:
     """The outcome of one episode, written to ``result.json``.
@@ -226,7 +243,7 @@ class EpisodeResult:
     metrics: dict[str, Direction] = field(factory=dict)
     baseline_scores: dict[str, float] = field(factory=dict)
     reference_scores: dict[str, float] = field(factory=dict)
-    subtasks: list[SubTask] = field(factory=list)
+    subtasks: list[SubTask] = field(factory=list, converter=_subtasks)
     steps: int = 0
     cost_usd: float = 0.0
     input_tokens: int = 0

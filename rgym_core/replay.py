@@ -9,61 +9,52 @@ run out the agent submits.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from rgym_core.agents import AgentConfig, TaskContext
 from rgym_core.records import Action, Observation, Step
+from rgym_core.rundir import RunDir, RunDirError, iter_numbered_records
 from rgym_core.serialization import SpecError, structure
 
-TRAJECTORY_FILE = "trajectory.jsonl"
+
+def _trajectory(path: Path) -> Path:
+    return RunDir(path).trajectory_path if path.is_dir() else path
 
 
 def recorded_task(path: Path | str) -> str | None:
     """The task id named by a trajectory's ``start`` record, if any."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / TRAJECTORY_FILE
+    path = _trajectory(Path(path))
     try:
-        with path.open(encoding="utf-8") as fh:
-            first = json.loads(fh.readline() or "{}")
-    except (OSError, json.JSONDecodeError):
+        for _, first in iter_numbered_records(path):
+            return first.get("task") if first.get("type") == "start" else None
+    except RunDirError:
         return None
-    return first.get("task") if isinstance(first, dict) and first.get("type") == "start" else None
+    return None
 
 
 def load_actions(path: Path | str) -> list[Action]:
     """The actions of a saved trajectory (a run directory or its ``trajectory.jsonl``).
 
     Raises :class:`~rgym_core.serialization.SpecError` naming the file and line for
-    a missing file, a line that is not JSON, or a step that does not parse.
+    a missing file, a line that is not JSON, or a step that does not parse; a torn
+    last line (a killed run) is skipped.
     """
-    path = Path(path)
-    if path.is_dir():
-        path = path / TRAJECTORY_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(str(path), "", "file not found; give a run directory or its "
-                                       f"{TRAJECTORY_FILE}") from None
-    lines = text.splitlines()
+    path = _trajectory(Path(path))
     actions: list[Action] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number == len(lines):  # a torn last line from a killed run
-                break
-            raise SpecError(str(path), f"line {number}", f"invalid JSON: {exc.msg}") from None
-        if not isinstance(record, dict) or record.get("type") != "step":
-            continue
-        step = structure(record.get("step"), Step, f"{path}:{number}", strict=False)
-        action = step.action
-        actions.append(Action(tool=action.tool, args=dict(action.args), thought=action.thought,
-                              raw=action.raw, call_id=action.call_id))
+    try:
+        for number, record in iter_numbered_records(path):
+            if record.get("type") != "step":
+                continue
+            step = structure(record.get("step"), Step, f"{path}:{number}", strict=False)
+            action = step.action
+            actions.append(Action(tool=action.tool, args=dict(action.args), thought=action.thought,
+                                  raw=action.raw, call_id=action.call_id))
+    except RunDirError as exc:
+        where, _, message = str(exc).removeprefix(f"{path}: ").partition(": ")
+        if not where.startswith("line "):
+            where, message = "", str(exc).removeprefix(f"{path}: ")
+        raise SpecError(str(path), where, message) from None
     return actions
 
 

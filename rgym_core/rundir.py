@@ -55,7 +55,7 @@ __all__ = [
     "CONFIG_FILE", "GRADER_DIR", "RESULT_FILE", "TRAJECTORY_FILE", "WORKSPACE_ARCHIVE",
     "EndReason", "EpisodeResult", "ExitStatus", "Owner", "RunDir", "RunDirError", "RunState",
     "TrajectoryWriter", "archive_workspace", "create_run_dir", "export_workspace",
-    "extract_workspace", "is_run_dir", "iter_records", "iter_run_dirs", "read_result",
+    "extract_workspace", "is_run_dir", "iter_numbered_records", "iter_records", "iter_run_dirs", "read_result",
     "read_steps", "run_dir_path", "write_config", "write_result",
 ]
 
@@ -199,6 +199,8 @@ class TrajectoryWriter:
     def __init__(self, path: Path) -> None:
         path = Path(path)
         self.path = path / TRAJECTORY_FILE if path.is_dir() else path
+        #: The torn last line cut from an existing trajectory (a killed run), if any.
+        self.repaired = repair_torn_tail(self.path)
         self._fh = self.path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
 
@@ -231,6 +233,46 @@ class TrajectoryWriter:
         self.close()
 
 
+def repair_torn_tail(path: Path) -> str | None:
+    """Cut a torn last line (no final newline: a hard kill mid-write) from the
+    trajectory ``path`` so that records appended later stay readable; returns the
+    text cut, or ``None``."""
+    try:
+        with Path(path).open("rb+") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size == 0:
+                return None
+            fh.seek(size - 1)
+            if fh.read(1) == b"\n":
+                return None
+            keep = 0
+            step = 4096
+            position = size
+            while position > 0:  # find the last newline, reading backwards
+                start = max(0, position - step)
+                fh.seek(start)
+                chunk = fh.read(position - start)
+                index = chunk.rfind(b"\n")
+                if index >= 0:
+                    keep = start + index + 1
+                    break
+                position = start
+            fh.seek(keep)
+            torn = fh.read()
+            try:
+                complete = isinstance(json.loads(torn), dict)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                complete = False
+            if complete:  # the record was written whole, only its newline is missing
+                fh.seek(0, os.SEEK_END)
+                fh.write(b"\n")
+                return None
+            fh.truncate(keep)
+            return torn.decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+
+
 # --------------------------------------------------------------------------- readers
 
 
@@ -245,6 +287,12 @@ def iter_records(path: Path | str) -> Iterator[dict[str, Any]]:
     The last line may be torn by a hard kill: it is skipped.  A line elsewhere that
     is not a JSON object raises :class:`RunDirError` naming the file and line.
     """
+    for _, record in iter_numbered_records(path):
+        yield record
+
+
+def iter_numbered_records(path: Path | str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` for each record of a trajectory (see :func:`iter_records`)."""
     path = _trajectory_path(path)
     try:
         fh = path.open(encoding="utf-8", errors="replace")
@@ -269,7 +317,7 @@ def iter_records(path: Path | str) -> Iterator[dict[str, Any]]:
             if not isinstance(record, dict):
                 pending = (number, text, "expected a JSON object")
                 continue
-            yield record
+            yield number, record
 
 
 def read_steps(path: Path | str) -> list[Step]:

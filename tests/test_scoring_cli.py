@@ -105,8 +105,8 @@ def test_malformed_input_is_one_line(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("Task,baseline,a\nT1,1,oops\n")
     proc = rgym_score("--best-table", str(bad), "--last-table", str(bad))
-    assert proc.returncode == 1
-    assert proc.stderr.strip() == (f"Error: {bad}: row 2, column 3 (a): expected a number, "
+    assert proc.returncode == 2  # bad input, as `rgym run`
+    assert proc.stderr.strip() == (f"error: {bad}: row 2, column 3 (a): expected a number, "
                                    f"got 'oops'")
 
 

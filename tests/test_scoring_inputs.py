@@ -98,14 +98,23 @@ def test_a_model_or_tag_named_baseline_is_renamed_after_its_key(tmp_path):
 
 
 def test_bad_result_file_names_the_file_and_field(tmp_path):
+    write_result(tmp_path, "good", scores=[rec(1, "submit", 0.6)])
     path = write_result(tmp_path, "r")
     raw = json.loads(path.read_text())
     raw["scores"] = [{"step": "x", "kind": "submit", "valid": True}]
     path.write_text(json.dumps(raw))
     with pytest.raises(InputError, match=r"result\.json: scores\[0\]\.step: expected an integer"):
-        load_runs([tmp_path])
+        load_runs([tmp_path], strict=True)
+    data = load_runs([tmp_path])  # without strict: skipped, with a warning naming it
+    assert len(data.episodes) == 1
+    assert len(data.warnings) == 1 and str(path) in data.warnings[0]
+    assert [(p.path, p.state) for p in data.pending] == [(str(path.parent), "corrupt")]
     path.write_text("{")
     with pytest.raises(InputError, match=r"result\.json: line 1: invalid JSON"):
+        load_runs([tmp_path], strict=True)
+    (tmp_path / "good" / "result.json").unlink()
+    (tmp_path / "good" / "trajectory.jsonl").write_text("")
+    with pytest.raises(InputError, match=r"no run with a readable result\.json"):
         load_runs([tmp_path])
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="empty: no result.json found"):

@@ -18,6 +18,9 @@ class SolverTaskSummary:
     ``best_at_k``/``last_at_k``: the best over runs of the best attempts and of
     the last submissions; ``*_mean``/``*_se``: their mean and standard error
     (``std(ddof=1) / sqrt(n)``) over the runs that produced a valid score.
+    ``runs`` and ``failed`` count the scored runs; ``infra`` the runs that the
+    infrastructure ended (rgym error, sandbox failure, cancelled, ungraded), which
+    are left out of every figure unless asked for.
     """
 
     solver: str
@@ -30,6 +33,7 @@ class SolverTaskSummary:
     best_se: float | None
     last_mean: float | None
     last_se: float | None
+    infra: int = 0
 
 
 def mean_se(values: list[float]) -> tuple[float | None, float | None]:
@@ -44,12 +48,17 @@ def mean_se(values: list[float]) -> tuple[float | None, float | None]:
     return mean, math.sqrt(var / n)
 
 
-def summarize(scores: Iterable[EpisodeScore],
-              tasks: Mapping[str, TaskInfo]) -> list[SolverTaskSummary]:
-    """One summary per (solver, task), sorted by task then solver."""
+def summarize(scores: Iterable[EpisodeScore], tasks: Mapping[str, TaskInfo], *,
+              infra: Mapping[tuple[str, str], int] | None = None) -> list[SolverTaskSummary]:
+    """One summary per (solver, task), sorted by task then solver.  ``infra`` counts
+    the left-out infrastructure failures per ``(solver, task)``; a pair with only
+    such runs gets a summary with ``runs=0``."""
     groups: dict[tuple[str, str], list[EpisodeScore]] = defaultdict(list)
     for s in scores:
         groups[(s.task, s.solver)].append(s)
+    for (solver, task), count in (infra or {}).items():
+        if count:
+            groups.setdefault((task, solver), [])
     out = []
     for (task, solver), group in sorted(groups.items()):
         direction = tasks[task].direction if task in tasks else "maximize"
@@ -60,7 +69,8 @@ def summarize(scores: Iterable[EpisodeScore],
         out.append(SolverTaskSummary(
             solver=solver, task=task, runs=len(group), failed=sum(s.failed for s in group),
             best_at_k=best_of(bests, direction), last_at_k=best_of(lasts, direction),
-            best_mean=bm, best_se=bse, last_mean=lm, last_se=lse))
+            best_mean=bm, best_se=bse, last_mean=lm, last_se=lse,
+            infra=(infra or {}).get((solver, task), 0)))
     return out
 
 

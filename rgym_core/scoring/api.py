@@ -20,6 +20,7 @@ from rgym_core.scoring.aggregate import SolverTaskSummary, score_tables, summari
 from rgym_core.scoring.episodes import EpisodeScore, TaskInfo, score_episode
 from rgym_core.scoring.inputs import (
     DirectionLookup,
+    PendingRun,
     ScoreData,
     load_long,
     load_runs,
@@ -46,6 +47,20 @@ class ScoreReport:
     summaries: list[SolverTaskSummary] = field(factory=list)
     rates: list[TaskRates] = field(factory=list)
     notes: list[str] = field(factory=list)
+    #: Run directories without a usable result (running, incomplete, corrupt).
+    pending: list[PendingRun] = field(factory=list)
+    #: What was skipped, each naming its file.
+    warnings: list[str] = field(factory=list)
+    #: Per solver: (tasks with a scored run, tasks in the report).
+    coverage: dict[str, tuple[int, int]] = field(factory=dict)
+    #: Whether infrastructure failures were scored (``include_infra``).
+    include_infra: bool = False
+
+    def partial_solvers(self) -> list[str]:
+        """Solvers (not the baseline) without a scored run on some task: their AUP
+        counts each missing task as a failure."""
+        return sorted(s for s, (have, total) in self.coverage.items()
+                      if have < total and s != self.baseline)
 
     def to_data(self) -> dict[str, Any]:
         """Plain data (dicts, lists, numbers, strings, ``None``) of the whole report."""
@@ -59,6 +74,11 @@ class ScoreReport:
                 "profiles": ps.profiles,
             }
 
+        aup = []
+        for row in p.aup_rows():
+            have, total = self.coverage.get(str(row["solver"]), (len(p.tasks), len(p.tasks)))
+            aup.append({**row, "tasks_covered": have, "tasks_total": total,
+                        "partial": have < total and row["solver"] != self.baseline})
         return {
             "tasks": [attrs.asdict(t) for t in self.tasks.values()],
             "solvers": list(p.solvers),
@@ -67,30 +87,58 @@ class ScoreReport:
             "last_table": self.last_table,
             "episodes": [attrs.asdict(e) for e in self.episodes],
             "summaries": [attrs.asdict(s) for s in self.summaries],
-            "aup": p.aup_rows(),
+            "aup": aup,
             "rankings": p.rankings,
             "profile": {"T": p.end, "tau": p.tau, "best": profile_set(p.best),
                         "last": profile_set(p.last)},
             "rates": [attrs.asdict(r) for r in self.rates],
+            "pending": [attrs.asdict(r) for r in self.pending],
+            "include_infra": self.include_infra,
             "notes": list(self.notes),
+            "warnings": list(self.warnings),
         }
 
 
-def score_data(data: ScoreData, *, baseline: str = BASELINE,
-               epsilon: float = EPSILON) -> ScoreReport:
-    """Score episodes: per episode, per solver and task, profiles and AUP, rates."""
+def score_data(data: ScoreData, *, baseline: str = BASELINE, epsilon: float = EPSILON,
+               include_infra: bool = False) -> ScoreReport:
+    """Score episodes: per episode, per solver and task, profiles and AUP, rates.
+
+    Episodes that the infrastructure ended are counted apart (``infra``) and left
+    out of every figure unless ``include_infra``."""
     tasks = data.tasks
+    scored = [ep for ep in data.episodes if include_infra or not ep.infrastructure]
+    infra: dict[tuple[str, str], int] = {}
+    if not include_infra:
+        for ep in data.episodes:
+            if ep.infrastructure:
+                infra[(ep.solver, ep.task)] = infra.get((ep.solver, ep.task), 0) + 1
     episodes = [score_episode(ep, tasks[ep.task].direction if ep.task in tasks else "maximize")
-                for ep in data.episodes]
-    summaries = summarize(episodes, tasks)
+                for ep in scored]
+    summaries = summarize(episodes, tasks, infra=infra)
     best, last = score_tables(summaries, tasks, baseline=baseline)
     directions = {t: info.direction for t, info in tasks.items()}
     solvers = sorted({ep.solver for ep in data.episodes})
     profiles = compute_profiles(best, last, directions, solvers=solvers, baseline=baseline,
                                 epsilon=epsilon)
-    return ScoreReport(tasks=dict(tasks), best_table=best, last_table=last, profiles=profiles,
-                       baseline=baseline, episodes=episodes, summaries=summaries,
-                       rates=all_rates(data.episodes, tasks), notes=list(data.notes))
+    covered: dict[str, set[str]] = {s: set() for s in profiles.solvers}
+    for ep in scored:
+        covered.setdefault(ep.solver, set()).add(ep.task)
+    for t, row in best.items():
+        if row.get(baseline) is not None:
+            covered.setdefault(baseline, set()).add(t)
+    total = len(profiles.tasks)
+    coverage = {s: (len(covered.get(s, set()) & set(profiles.tasks)), total)
+                for s in profiles.solvers}
+    report = ScoreReport(tasks=dict(tasks), best_table=best, last_table=last, profiles=profiles,
+                         baseline=baseline, episodes=episodes, summaries=summaries,
+                         rates=all_rates(scored, tasks), notes=list(data.notes),
+                         pending=list(data.pending), warnings=list(data.warnings),
+                         coverage=coverage, include_infra=include_infra)
+    for solver in report.partial_solvers():
+        have, total = coverage[solver]
+        report.warnings.append(f"solver {solver!r} has scored runs on {have} of {total} tasks: its "
+                               "AUP counts each missing task as a failure")
+    return report
 
 
 def score_tables_data(best: Mapping[str, Mapping[str, float | None]],
@@ -109,10 +157,15 @@ def score_tables_data(best: Mapping[str, Mapping[str, float | None]],
 
 
 def score_runs(paths: Iterable[Path | str], *, solver_key: str | None = None,
-               baseline: str = BASELINE) -> ScoreReport:
-    """Score the run directories under ``paths``; a solver named ``baseline`` is
-    renamed ``baseline-agent`` (see :mod:`~rgym_core.scoring.inputs`)."""
-    return score_data(load_runs(paths, solver_key, baseline=baseline), baseline=baseline)
+               baseline: str = BASELINE, strict: bool = False,
+               include_infra: bool = False) -> ScoreReport:
+    """Score the run directories under ``paths`` (run directories, runs folders,
+    sweep folders); a solver named ``baseline`` is renamed ``baseline-agent`` (see
+    :mod:`~rgym_core.scoring.inputs`).  ``strict``: an unreadable ``result.json``
+    is an error rather than a warning.  ``include_infra``: score the runs the
+    infrastructure ended too."""
+    data = load_runs(paths, solver_key, baseline=baseline, strict=strict)
+    return score_data(data, baseline=baseline, include_infra=include_infra)
 
 
 def score_long(path: Path | str, *, baseline: str = BASELINE, minimize: Sequence[str] = (),

@@ -1,12 +1,19 @@
-"""``rgym score``: the scoring protocol on runs, long-format files or MLGym's tables."""
+"""``rgym score``: the scoring protocol on runs, long-format files or MLGym's tables.
+
+Exit codes, as ``rgym run``: 0 scored; 2 bad input (a missing or malformed file,
+each error one line naming the file, or usage).
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
 from rgym_core.scoring.inputs import InputError
+
+EXIT_USAGE = 2
 
 
 @click.command("score")
@@ -30,14 +37,24 @@ from rgym_core.scoring.inputs import InputError
               help="Write the best and last performance profiles here (.png, .svg or .pdf).")
 @click.option("--output", type=click.Path(path_type=Path),
               help="Write the printed results to this file instead of stdout.")
+@click.option("--strict", is_flag=True,
+              help="A result.json that cannot be read is an error (default: skipped with a "
+                   "warning naming it).")
+@click.option("--include-infra", is_flag=True,
+              help="Score the runs the infrastructure ended (rgym error, sandbox failure, "
+                   "cancelled, ungraded) like any other (default: counted apart, left out).")
 def score(run_dirs: tuple[Path, ...], long_input: Path | None, best_table: Path | None,
           last_table: Path | None, baseline_column: str, minimize: tuple[str, ...],
-          solver_key: str | None, fmt: str, plot: Path | None, output: Path | None) -> None:
+          solver_key: str | None, fmt: str, plot: Path | None, output: Path | None,
+          strict: bool, include_infra: bool) -> None:
     """Score episodes: best attempt and last submission, best of k runs, MLGym's
     performance profiles and AUP, rankings, and ResearchGym's rates.
 
-    Reads run directories (every result.json under RUN_DIRS), a long-format file
-    (--input), or MLGym's published tables (--best-table and --last-table).
+    Reads run directories (RUN_DIRS: run directories, runs folders or sweep
+    folders), a long-format file (--input), or MLGym's published tables
+    (--best-table and --last-table).  Runs without a result are listed by name
+    (running, or incomplete: `rgym grade RUN_DIR` finishes them).  Runs of one
+    task with different profiles are scored as separate tasks (task@profile).
 
     The solver "baseline" (or the --baseline-column name) is the task's own
     baseline score and "reference" its reference score, as in MLGym's tables; in
@@ -58,14 +75,18 @@ def score(run_dirs: tuple[Path, ...], long_input: Path | None, best_table: Path 
         raise click.UsageError(f"--plot {plot}: use a .png, .svg or .pdf file name")
     try:
         if run_dirs:
-            result = api.score_runs(run_dirs, solver_key=solver_key, baseline=baseline_column)
+            result = api.score_runs(run_dirs, solver_key=solver_key, baseline=baseline_column,
+                                    strict=strict, include_infra=include_infra)
         elif long_input is not None:
             result = api.score_long(long_input, baseline=baseline_column, minimize=minimize)
         else:
             result = api.score_wide(best_table, last_table, baseline=baseline_column,  # type: ignore[arg-type]
                                     minimize=minimize)
-    except (InputError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
+    except (InputError, ValueError, OSError) as exc:
+        click.echo(f"error: {_one_line(exc)}", err=True)
+        sys.exit(EXIT_USAGE)
+    for line in report.warning_lines(result):
+        click.echo(line, err=True)
     if fmt != "table":
         for note in result.notes:
             click.echo(note, err=True)
@@ -91,3 +112,10 @@ def score(run_dirs: tuple[Path, ...], long_input: Path | None, best_table: Path 
     if plot is not None:
         report.plot_profiles(result, plot)
         click.echo(f"wrote {plot}", err=True)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error as one line; an ``OSError`` names its file."""
+    if isinstance(exc, OSError) and exc.filename:
+        return f"{exc.filename}: {exc.strerror or exc}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from attrs import define, field
 
+from rgym_core.direction import best
 from rgym_core.specs import Direction
 
 
@@ -50,6 +51,9 @@ class Episode:
 
     ``values`` are the primary metric's values of the valid gradings in order;
     ``subtasks`` the final value of each sub-task the run completed.
+    ``infrastructure`` is True when rgym or the machine, not the agent, ended the
+    run (``error``, ``autosubmitted_sandbox_error``, ``cancelled``, ``ungraded``):
+    such runs are counted apart and left out of the scores unless asked for.
     """
 
     solver: str
@@ -58,6 +62,7 @@ class Episode:
     values: list[float] = field(factory=list)
     subtasks: dict[str, float] = field(factory=dict)
     status: str | None = None
+    infrastructure: bool = False
 
 
 @define(frozen=True)
@@ -84,9 +89,7 @@ def clean(values: Sequence[float | None]) -> list[float]:
 
 def best_of(values: Sequence[float], direction: Direction) -> float | None:
     """The best value by ``direction``, or ``None`` for no values."""
-    if not values:
-        return None
-    return max(values) if direction == "maximize" else min(values)
+    return best(values, direction)
 
 
 def score_episode(episode: Episode, direction: Direction) -> EpisodeScore:

@@ -1,6 +1,11 @@
 """Loaders for everything ``rgym score`` reads.
 
-* run directories written by the runner (every ``result.json`` under them);
+* run directories written by the runner (a run directory, a runs folder or a
+  sweep folder: :func:`rgym_core.rundir.iter_run_dirs`).  A ``result.json`` that
+  cannot be read is skipped with a warning naming it (an error with
+  ``strict``); a run without one is listed as running or incomplete, by name.
+  When runs of one task used different profiles, each (task, profile) is a task
+  of its own, named ``task@profile``;
 * long-format CSV or JSON Lines: ``solver, task, run, metric, value`` plus the
   optional ``direction``, ``subtask`` and ``primary`` columns; rows of the
   solvers ``baseline`` and ``reference`` give those scores;
@@ -34,29 +39,50 @@ from typing import Any
 
 from attrs import define, field
 
+from rgym_core.direction import DIRECTIONS, parse_direction
 from rgym_core.records import EpisodeResult
+from rgym_core.rundir import RunDir, RunDirError, RunState, iter_run_dirs
 from rgym_core.scoring.episodes import Episode, SubtaskInfo, TaskInfo
-from rgym_core.serialization import SpecError, structure
 from rgym_core.specs import Direction
 
 LONG_COLUMNS = ("solver", "task", "run", "metric", "value")
 #: The default names of the solvers that stand for a task's own scores.
 BASELINE, REFERENCE = "baseline", "reference"
-DIRECTIONS = ("maximize", "minimize")
-_ALIASES = {"max": "maximize", "maximise": "maximize", "min": "minimize", "minimise": "minimize"}
+
+__all__ = ["BASELINE", "DIRECTIONS", "LONG_COLUMNS", "REFERENCE", "DirectionLookup", "InputError",
+           "PendingRun", "ScoreData", "WideTables", "find_results", "load_long", "load_runs",
+           "load_wide", "read_wide", "registry_directions", "solver_name"]
 
 
 class InputError(ValueError):
     """Malformed scoring input; ``str(err)`` names the file, row and column."""
 
 
+@define(frozen=True)
+class PendingRun:
+    """A run directory without a usable result: ``running``, ``incomplete``
+    (killed: ``rgym grade PATH`` finishes it) or ``corrupt``."""
+
+    path: str
+    state: str
+    task: str | None = None
+    solver: str | None = None
+    steps: int = 0
+    problem: str | None = None
+
+
 @define
 class ScoreData:
-    """Episodes and what is known about their tasks, from any input."""
+    """Episodes and what is known about their tasks, from any input.
+
+    ``pending`` lists run directories without a usable result; ``warnings`` what
+    was skipped (each naming its file)."""
 
     tasks: dict[str, TaskInfo] = field(factory=dict)
     episodes: list[Episode] = field(factory=list)
     notes: list[str] = field(factory=list)
+    pending: list[PendingRun] = field(factory=list)
+    warnings: list[str] = field(factory=list)
 
 
 #: Looks up the direction of a task by name (``None`` when unknown).
@@ -90,10 +116,10 @@ def registry_directions() -> DirectionLookup:
 
 
 def _direction(value: str, where: str) -> Direction:
-    v = _ALIASES.get(value.strip().lower(), value.strip().lower())
-    if v not in DIRECTIONS:
-        raise InputError(f"{where}: expected 'maximize' or 'minimize', got {value!r}")
-    return v  # type: ignore[return-value]
+    try:
+        return parse_direction(value)
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc}") from None
 
 
 def _number(text: Any, where: str) -> float | None:
@@ -117,15 +143,13 @@ def _number(text: Any, where: str) -> float | None:
 
 
 def find_results(paths: Iterable[Path | str]) -> list[Path]:
-    """Every ``result.json`` under ``paths`` (at any depth), sorted."""
+    """Every ``result.json`` of the run directories under ``paths``, sorted."""
     found: set[Path] = set()
     for p in map(Path, paths):
-        if p.is_file() and p.name == "result.json":
-            found.add(p)
-        elif p.is_dir():
-            found.update(p.rglob("result.json"))
-        elif not p.exists():
-            raise InputError(f"{p}: no such file or directory")
+        try:
+            found.update(r.result_path for r in iter_run_dirs(p) if r.result_path.is_file())
+        except RunDirError as exc:
+            raise InputError(str(exc)) from None
     return sorted(found)
 
 
@@ -151,47 +175,53 @@ def _subtask_value(values: Mapping[str, float], metric: str | None) -> float | N
     return None
 
 
+def _task_key(result: EpisodeResult, split: set[str]) -> str:
+    """The task's name in the tables: ``task@profile`` when its runs used several profiles."""
+    if result.task_id in split:
+        return f"{result.task_id}@{result.profile}" if result.profile else f"{result.task_id}@default"
+    return result.task_id
+
+
 def _episode_of(result: EpisodeResult, source: str, solver_key: str | None,
-                tasks: dict[str, TaskInfo]) -> Episode:
+                tasks: dict[str, TaskInfo], task: str) -> Episode:
     metric = result.primary_metric
     if metric is None:
         metric = next(iter(result.metrics), None)
     if metric is None:
         metric = next((k for r in result.scores if r.valid for k in r.scores), None)
-    info = tasks.get(result.task_id)
+    info = tasks.get(task)
     if info is None or (info.baseline is None and metric in result.baseline_scores):
         subs = []
-        for i, raw in enumerate(result.subtasks):
-            if not isinstance(raw, dict) or "id" not in raw:
-                raise InputError(f"{source}: subtasks[{i}]: expected a mapping with an 'id'")
-            sm = raw.get("metric") or metric
+        for sub in result.subtasks:
+            sm = sub.metric or metric
             subs.append(SubtaskInfo(
-                id=str(raw["id"]), metric=sm,
-                direction=result.metrics.get(sm, result.direction)
-                if sm != metric else result.direction,
-                baseline=_number((raw.get("baseline_scores") or {}).get(sm), source),
-                reference=_number((raw.get("reference_scores") or {}).get(sm), source),
-                weight=float(raw.get("weight", 1.0)), primary=bool(raw.get("primary", False))))
-        tasks[result.task_id] = TaskInfo(
-            task=result.task_id, metric=metric, direction=result.direction,  # type: ignore[arg-type]
+                id=sub.id, metric=sm,
+                direction=result.metrics.get(sm, result.direction) if sm != metric
+                else result.direction,
+                baseline=_number(sub.baseline_scores.get(sm) if sm else None, source),
+                reference=_number(sub.reference_scores.get(sm) if sm else None, source),
+                weight=float(sub.weight), primary=bool(sub.primary)))
+        tasks[task] = TaskInfo(
+            task=task, metric=metric, direction=result.direction,
             baseline=_number(result.baseline_scores.get(metric), source) if metric else None,
             reference=_number(result.reference_scores.get(metric), source) if metric else None,
             subtasks=tuple(subs))
-    info = tasks[result.task_id]
+    info = tasks[task]
     values = [r.scores[metric] for r in result.scores
               if r.valid and metric is not None and metric in r.scores]
     subtasks: dict[str, float] = {}
     for rec in result.scores:
         if not rec.valid:
             continue
-        for sub in info.subtasks:
-            if sub.id in rec.subtasks:
-                value = _subtask_value(rec.subtasks[sub.id], sub.metric)
+        for sub_info in info.subtasks:
+            if sub_info.id in rec.subtasks:
+                value = _subtask_value(rec.subtasks[sub_info.id], sub_info.metric)
                 if value is not None:
-                    subtasks[sub.id] = value
+                    subtasks[sub_info.id] = value
     run = str(result.seed) if result.seed is not None else result.run_id
-    return Episode(solver=solver_name(result, solver_key), task=result.task_id, run=run,
-                   values=values, subtasks=subtasks, status=str(result.status))
+    return Episode(solver=solver_name(result, solver_key), task=task, run=run,
+                   values=values, subtasks=subtasks, status=str(result.status),
+                   infrastructure=result.status.infrastructure)
 
 
 def _rename_reserved(data: ScoreData, solver_key: str | None, reserved: Sequence[str]) -> None:
@@ -216,30 +246,80 @@ def _rename_reserved(data: ScoreData, solver_key: str | None, reserved: Sequence
         ep.solver = renames.get(ep.solver, ep.solver)
 
 
+def _pending(run: RunDir, state: RunState, solver_key: str | None, problem: str | None) -> PendingRun:
+    ident = run.identity()
+    solver = None
+    if ident.get("agent"):
+        agent = str(ident["agent"]).rsplit("/", 1)[-1]
+        model = ident.get("model")
+        solver = f"{agent}/{str(model).replace('/', '_')}" if model and solver_key is None else agent
+    try:
+        steps = sum(1 for r in run.records() if r.get("type") == "step")
+    except RunDirError:
+        steps = 0
+    return PendingRun(path=str(run.path), state=state.value, task=ident.get("task"),
+                      solver=solver, steps=steps, problem=problem)
+
+
 def load_runs(paths: Iterable[Path | str], solver_key: str | None = None, *,
-              baseline: str = BASELINE, reference: str = REFERENCE) -> ScoreData:
-    """Read every ``result.json`` under ``paths``.  Two runs of one solver with the
-    same seed stay separate runs (their run ids differ).  A solver named
-    ``baseline`` or ``reference`` is renamed (see the module docstring)."""
+              baseline: str = BASELINE, reference: str = REFERENCE,
+              strict: bool = False) -> ScoreData:
+    """Read the run directories under ``paths`` (run directories, runs folders or
+    sweep folders).  Two runs of one solver with the same seed stay separate runs
+    (their run ids differ).  A solver named ``baseline`` or ``reference`` is
+    renamed (see the module docstring).  A ``result.json`` that cannot be read is
+    a warning naming it, or an :class:`InputError` when ``strict``; runs without
+    a result are listed in ``pending``."""
     data = ScoreData()
-    seen: dict[tuple[str, str, str], int] = {}
-    for path in find_results(paths):
+    paths = list(paths)
+    results: list[tuple[EpisodeResult, str]] = []
+    for p in map(Path, paths):
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
-        try:
-            result = structure(raw, EpisodeResult, str(path), strict=False)
-        except SpecError as exc:
+            runs = list(iter_run_dirs(p))
+        except RunDirError as exc:
             raise InputError(str(exc)) from None
-        ep = _episode_of(result, str(path), solver_key, data.tasks)
+        for run in runs:
+            if not run.result_path.exists():
+                state = run.state()
+                data.pending.append(_pending(run, state, solver_key, None))
+                continue
+            try:
+                result = run.result()
+            except RunDirError as exc:
+                if strict:
+                    raise InputError(str(exc)) from None
+                data.warnings.append(f"skipped {exc}")
+                data.pending.append(_pending(run, RunState.CORRUPT, solver_key, str(exc)))
+                continue
+            results.append((result, str(run.result_path)))
+    profiles: dict[str, set[str | None]] = {}
+    for result, _ in results:
+        profiles.setdefault(result.task_id, set()).add(result.profile)
+    split = {task for task, names in profiles.items() if len(names) > 1}
+    seen: dict[tuple[str, str, str], int] = {}
+    for result, source in results:
+        try:
+            ep = _episode_of(result, source, solver_key, data.tasks, _task_key(result, split))
+        except InputError as exc:
+            if strict:
+                raise
+            data.warnings.append(f"skipped {exc}")
+            continue
         key = (ep.solver, ep.task, ep.run)
         if key in seen:
             ep.run = f"{ep.run}:{result.run_id}"
         seen[key] = 1
         data.episodes.append(ep)
+    for task in sorted(split):
+        names = ", ".join(sorted(p or "default" for p in profiles[task]))
+        data.notes.append(f"note: runs of {task} used profiles {names}: each profile is scored "
+                          f"as its own task ({task}@PROFILE)")
     if not data.episodes:
         shown = ", ".join(str(p) for p in paths) or "(none)"
+        if data.pending:
+            listed = ", ".join(f"{r.path} ({r.state})" for r in data.pending[:5])
+            raise InputError(f"{shown}: no run with a readable result.json: {listed}"
+                             + (" ..." if len(data.pending) > 5 else ""))
         raise InputError(f"{shown}: no result.json found; pass the runs folder written by `rgym run`")
     _rename_reserved(data, solver_key, (baseline, reference))
     return data

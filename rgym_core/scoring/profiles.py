@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from attrs import define, field
 
+from rgym_core.direction import best, better, oriented_ratio, present, sort_key
 from rgym_core.specs import Direction
 
 EPSILON = 0.05
@@ -42,8 +43,7 @@ BASELINE = "baseline"
 ScoreTable = Mapping[str, Mapping[str, "float | None"]]
 
 
-def _present(value: float | None) -> bool:
-    return value is not None and not math.isnan(value)
+_present = present
 
 
 @define(frozen=True)
@@ -64,34 +64,32 @@ def performance_ratios(task: str, scores: Mapping[str, float | None], solvers: S
                        epsilon: float = EPSILON) -> TaskRatios:
     """MLGym's ``calculate_performance_ratios`` for one task (see the module docstring)."""
     base = scores.get(baseline)
-    maximize = direction == "maximize"
     feasible: list[str] = []
     for solver in sorted(solvers):
         value = scores.get(solver)
-        if not _present(value) or value < 0.0:
+        if not _present(value) or value < 0.0:  # type: ignore[operator]
             continue
-        if _present(base) and (value < base if maximize else value > base):
+        if _present(base) and better(base, value, direction):  # worse than the baseline
             continue
         feasible.append(solver)
     ratios: dict[str, float] = {}
-    best: float | None = None
+    top: float | None = None
     if feasible:
         values = [float(scores[s]) for s in feasible]  # type: ignore[arg-type]
-        best = max(values) if maximize else min(values)
+        top = best(values, direction)
         for solver, value in zip(feasible, values, strict=True):
-            if value == best:
+            if value == top:
                 ratios[solver] = 1.0
-            elif maximize:
-                ratios[solver] = best / value if value > 0 else math.inf
             else:
-                ratios[solver] = value / best if best > 0 else math.inf
+                ratio = oriented_ratio(top, value, direction)
+                ratios[solver] = math.inf if ratio is None else ratio
     finite = [r for r in ratios.values() if math.isfinite(r)]
     worst_ratio = max(finite) if finite else 1.0
     penalty = worst_ratio * (1 + epsilon)
     full = {s: ratios[s] if math.isfinite(ratios.get(s, math.inf)) else penalty for s in solvers}
     return TaskRatios(task=task, direction=direction, ratios=full,
                       feasible=tuple(s for s in feasible if math.isfinite(ratios[s])),
-                      best=best, worst_ratio=worst_ratio,
+                      best=top, worst_ratio=worst_ratio,
                       tau_max=math.ceil(worst_ratio * (1 + epsilon)))
 
 
@@ -212,8 +210,8 @@ def task_ranks(scores: Mapping[str, float | None], solvers: Sequence[str],
                direction: Direction) -> dict[str, float]:
     """1-based rank positions on one task; ties and the missing solvers (placed
     last) share the average of the positions they occupy."""
-    present = sorted(((float(scores[s]), s) for s in solvers if _present(scores.get(s))),
-                     key=lambda p: -p[0] if direction == "maximize" else p[0])
+    present = sorted(((float(scores[s]), s) for s in solvers if _present(scores.get(s))),  # type: ignore[arg-type]
+                     key=sort_key(direction, lambda p: p[0]))
     ranks: dict[str, float] = {}
     position = 1
     i = 0

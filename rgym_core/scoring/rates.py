@@ -25,8 +25,9 @@ from collections.abc import Iterable, Mapping
 
 from attrs import define, field
 
+from rgym_core.direction import better, oriented_ratio
 from rgym_core.scoring.episodes import Episode, SubtaskInfo, TaskInfo, clean
-from rgym_core.specs import Direction, is_better
+from rgym_core.specs import Direction
 
 
 @define(frozen=True)
@@ -49,10 +50,7 @@ class TaskRates:
 def normalized(score: float | None, reference: float | None, direction: Direction) -> float | None:
     """``score / reference`` (maximise) or ``reference / score`` (minimise);
     ``None`` when either is missing or the division is undefined."""
-    if score is None or reference is None:
-        return None
-    num, den = (score, reference) if direction == "maximize" else (reference, score)
-    return num / den if den != 0 else None
+    return oriented_ratio(score, reference, direction)
 
 
 def rebench(score: float | None, baseline: float | None, reference: float | None) -> float | None:
@@ -94,7 +92,7 @@ def task_rates(solver: str, info: TaskInfo, episodes: list[Episode]) -> TaskRate
         values = clean(ep.values)
         last = values[-1] if values else None
         if info.baseline is not None:
-            improve.append(last is not None and is_better(last, info.baseline, info.direction))
+            improve.append(better(last, info.baseline, info.direction))
         if info.subtasks:
             weights = math.fsum(s.weight for s in info.subtasks)
             done = [s for s in info.subtasks if s.id in ep.subtasks

@@ -56,26 +56,35 @@ def tables(report: ScoreReport) -> list[Table]:
     out: list[Table] = []
     tasks = report.profiles.tasks
     p = report.profiles
+    with_infra = any(s.infra for s in report.summaries)
     if report.summaries:
         scores = _table("Scores per task: best attempt and last submission, best of k runs",
                         "task / solver",
-                        ("runs", "failed", "best@k", "last@k", "best\nmean±se", "last\nmean±se"))
+                        ("runs", "failed", *(("infra",) if with_infra else ()), "best@k", "last@k",
+                         "best\nmean±se", "last\nmean±se"),
+                        caption=("infra: runs ended by the infrastructure (rgym error, sandbox "
+                                 "failure, cancelled, ungraded), left out of every figure; "
+                                 "--include-infra scores them") if with_infra else None)
     else:
         scores = _table("Scores per task: best attempt and last submission",
                         "task / solver", ("best", "last", "ratio\nbest", "ratio\nlast"))
     by_key = {(s.task, s.solver): s for s in report.summaries}
     for t in tasks:
-        arrow = "max" if report.tasks[t].direction == "maximize" else "min"
+        arrow = report.tasks[t].direction[:3]
         _task_row(scores, f"{t} ({arrow})")
         solvers = sorted(p.solvers, key=lambda s: (s != report.baseline, s))
+        if report.summaries:  # no row of dashes for a solver without a run on this task
+            solvers = [x for x in solvers if (t, x) in by_key
+                       or report.best_table.get(t, {}).get(x) is not None]
         for i, solver in enumerate(solvers):
             s = by_key.get((t, solver))
             if report.summaries:
                 if s is None:
                     b = report.best_table.get(t, {}).get(solver)
-                    cells = ("", "", _fmt(b), _fmt(b), "", "")
+                    cells = ("", "", *(("",) if with_infra else ()), _fmt(b), _fmt(b), "", "")
                 else:
-                    cells = (str(s.runs), str(s.failed), _fmt(s.best_at_k), _fmt(s.last_at_k),
+                    cells = (str(s.runs), str(s.failed), *((str(s.infra),) if with_infra else ()),
+                             _fmt(s.best_at_k), _fmt(s.last_at_k),
                              _pm(s.best_mean, s.best_se), _pm(s.last_mean, s.last_se))
             else:
                 cells = (_fmt(report.best_table.get(t, {}).get(solver)),
@@ -85,9 +94,16 @@ def tables(report: ScoreReport) -> list[Table]:
             scores.add_row(f"  {escape(solver)}", *cells, end_section=i == len(solvers) - 1)
     out.append(scores)
 
-    aup = _table(f"AUP (maximum T = {p.end:g})", "solver", ("Best AUP", "Last AUP"))
+    partial = set(report.partial_solvers())
+    aup = _table(f"AUP (maximum T = {p.end:g})", "solver", ("Best AUP", "Last AUP", "tasks"),
+                 caption=("! scored runs on only some tasks: each missing task counts as a "
+                          "failure in its AUP") if partial else None)
     for row in p.aup_rows():
-        aup.add_row(escape(str(row["solver"])), f"{row['best_aup']:.3f}", f"{row['last_aup']:.3f}")
+        name = str(row["solver"])
+        have, total = report.coverage.get(name, (len(p.tasks), len(p.tasks)))
+        mark = " !" if name in partial else ""
+        aup.add_row(escape(name), f"{row['best_aup']:.3f}{mark}", f"{row['last_aup']:.3f}{mark}",
+                    f"{have}/{total}")
     out.append(aup)
 
     ranks = _table("Rankings over tasks (position, 1 = best)", "solver",
@@ -117,6 +133,16 @@ def tables(report: ScoreReport) -> list[Table]:
                           _fmt(x.normalized_mean), _fmt(x.rebench_at_k), _fmt(x.rebench_mean),
                           end_section=last)
         out.append(rates)
+    if report.pending:
+        pending = _table("Runs without a result", "run directory", ("state", "steps"),
+                         caption="running: its process is alive; incomplete: killed before it "
+                                 "wrote result.json (`rgym grade RUN_DIR` finishes it); corrupt: "
+                                 "result.json unreadable")
+        for run in report.pending:
+            who = " / ".join(x for x in (run.task, run.solver) if x)
+            label = escape(run.path) + (f"\n  [dim]{escape(who)}[/dim]" if who else "")
+            pending.add_row(label, run.state, str(run.steps))
+        out.append(pending)
     return out
 
 
@@ -130,6 +156,11 @@ def print_tables(report: ScoreReport, console: Console | None = None) -> None:
         console.print(t)
     for note in report.notes:
         console.print(note, markup=False, highlight=False, soft_wrap=True)
+
+
+def warning_lines(report: ScoreReport) -> list[str]:
+    """The report's warnings as ``warning: ...`` lines (for stderr)."""
+    return [f"warning: {w}" for w in report.warnings]
 
 
 def to_json(report: ScoreReport) -> str:
@@ -159,13 +190,15 @@ def to_csv(report: ScoreReport) -> str:
                 w.writerow([label, t, s, "ratio", ps.tasks[t].ratios[s]])
             w.writerow([label, t, "", "tau_max", ps.tasks[t].tau_max])
     for s in report.summaries:
-        for f in ("runs", "failed", "best_at_k", "last_at_k", "best_mean", "best_se", "last_mean",
-                  "last_se"):
+        for f in ("runs", "failed", "infra", "best_at_k", "last_at_k", "best_mean", "best_se",
+                  "last_mean", "last_se"):
             w.writerow(["summary", s.task, s.solver, f, cell(getattr(s, f))])
     w.writerow(["aup", "", "", "T", p.end])
     for row in p.aup_rows():
         w.writerow(["aup", "", row["solver"], "best_aup", row["best_aup"]])
         w.writerow(["aup", "", row["solver"], "last_aup", row["last_aup"]])
+        have, total = report.coverage.get(str(row["solver"]), (len(p.tasks), len(p.tasks)))
+        w.writerow(["aup", "", row["solver"], "tasks_covered", have])
     for label in ("best", "last"):
         for kind, order in p.rankings[label].items():
             for i, s in enumerate(order, start=1):
@@ -174,6 +207,8 @@ def to_csv(report: ScoreReport) -> str:
         for f in ("runs", "completion_rate", "improvement_rate", "normalized_at_k",
                   "normalized_mean", "rebench_at_k", "rebench_mean"):
             w.writerow(["rates", x.task, x.solver, f, cell(getattr(x, f))])
+    for run in report.pending:
+        w.writerow(["pending", cell(run.task), cell(run.solver), run.state, run.path])
     return buf.getvalue()
 
 

@@ -1,0 +1,275 @@
+"""Finishing run directories that an interruption left without a score.
+
+:func:`finish_run` is what ``rgym grade RUN_DIR`` does for one run directory:
+
+* ``ungraded`` (a signal stopped the final grading): grade the archived
+  workspace (``workspace.tar.gz``) as the submission or autosubmission the
+  episode ended with, and rewrite ``result.json`` with the score;
+* *incomplete* (no ``result.json``: the process was killed): rebuild the result
+  from ``config.json`` and the trajectory (steps, validation scores, cost), archive
+  the workspace the killed run left on this host when it is still there, grade it
+  (status ``autosubmitted_killed``), or, without a workspace, record the run as an
+  ``error`` whose validation scores are kept;
+* a complete run is left alone unless ``regrade`` is asked for.
+
+Grading runs on the host, from a clean copy of the archive, with the task's
+grader (the task's pack must be installed); the trajectory gets the new ``score``
+and ``end`` records.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from attrs import define
+
+from rgym_core.records import EndReason, EpisodeResult, ExitStatus, ScoreRecord, Usage
+from rgym_core.registry import Registry, RegistryError, load_registry
+from rgym_core.rundir import (
+    WORKSPACE_ARCHIVE,
+    RunDir,
+    RunDirError,
+    RunState,
+    TrajectoryWriter,
+    extract_workspace,
+    mount_excludes,
+    write_result,
+)
+from rgym_core.sandbox import DEFAULT_OUTPUT_LIMIT, ExecResult, Sandbox, WorkspaceLayout
+from rgym_core.serialization import SpecError, structure
+
+__all__ = ["FinishOutcome", "FolderWorkspace", "GradeError", "finish_run"]
+
+
+class GradeError(RuntimeError):
+    """A run directory cannot be graded (no task, no workspace, still running...);
+    the message says why and what to do."""
+
+
+@define
+class FinishOutcome:
+    """What :func:`finish_run` did: ``graded``, ``finished`` (recorded without a
+    grading: no workspace) or ``skipped``; the new result when there is one."""
+
+    path: Path
+    action: str
+    message: str
+    result: EpisodeResult | None = None
+
+
+class FolderWorkspace(Sandbox):
+    """A host folder standing in for a finished episode's sandbox, so the grader can
+    copy the submission out of it.  Read-only: it runs no commands but ``ls``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.workspace = str(self.root)
+
+    def start(self, layout: WorkspaceLayout) -> None:  # pragma: no cover - never started
+        raise NotImplementedError("an archived workspace is not started")
+
+    def run(self, command: str, *, timeout: float | None = None,
+            output_limit: int = DEFAULT_OUTPUT_LIMIT) -> ExecResult:
+        raise NotImplementedError("an archived workspace runs no commands")
+
+    def exec(self, argv: list[str], *, timeout: float | None = None, cwd: str | None = None,
+             env: Mapping[str, str] | None = None, input: str | None = None,
+             output_limit: int = DEFAULT_OUTPUT_LIMIT) -> ExecResult:
+        if list(argv) in (["ls", "-A1"], ["ls", "-A"]):
+            names = sorted(p.name for p in self.root.iterdir())
+            return ExecResult(exit_code=0, output="\n".join(names) + ("\n" if names else ""))
+        raise NotImplementedError("an archived workspace runs no commands")
+
+    def _inside(self, path: str) -> Path:
+        target = (self.root / path).resolve()
+        if not target.is_relative_to(self.root.resolve()):
+            raise PermissionError(f"{path}: outside the workspace")
+        return target
+
+    def read_file(self, path: str) -> bytes:
+        return self._inside(path).read_bytes()
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        raise PermissionError("an archived workspace is read-only")
+
+    def copy_in(self, src: Path, dest: str) -> None:
+        raise PermissionError("an archived workspace is read-only")
+
+    def copy_out(self, src: str, dest: Path) -> None:
+        source = self.root / src
+        if source.is_symlink() or not source.is_dir():
+            shutil.copy2(source, dest, follow_symlinks=False)
+        else:
+            shutil.copytree(source, dest, symlinks=True)
+
+    def export_workspace(self, dest: Path, *, exclude: Sequence[str] = (),
+                         include: Sequence[str] | None = None,
+                         quota_bytes: int | None = None) -> None:
+        from rgym_core.rundir import _excluded_top
+
+        Path(dest).mkdir(parents=True, exist_ok=False)
+        for entry in sorted(self.root.iterdir()):
+            if not _excluded_top(entry.name, exclude):
+                self.copy_out(entry.name, Path(dest) / entry.name)
+
+    def cleanup(self) -> None:
+        return None
+
+
+def _config_of(run: RunDir) -> tuple[dict[str, Any], Any]:
+    """``config.json`` and the :class:`~rgym_core.runner.RunConfig` it recorded."""
+    from rgym_core.runner import RunConfig
+
+    config = run.config()
+    raw = config.get("run")
+    if not isinstance(raw, dict):
+        raise GradeError(f"{run.config_path}: no 'run' section; not written by `rgym run`")
+    try:
+        run_config = structure(raw, RunConfig, str(run.config_path), strict=False)
+    except SpecError as exc:
+        raise GradeError(str(exc)) from None
+    return config, run_config
+
+
+def _rebuild(run: RunDir) -> EpisodeResult:
+    """The result of a run that died without writing one, from what it left."""
+    config = run.config()
+    ident = run.identity()
+    task = config.get("task") if isinstance(config.get("task"), dict) else {}
+    metrics = [m for m in task.get("metrics", []) if isinstance(m, dict)]
+    primary = next((m for m in metrics if m.get("primary")), metrics[0] if metrics else {})
+    baseline = task.get("baseline") if isinstance(task.get("baseline"), dict) else {}
+    started = float(run.start_record().get("started_at") or 0.0)
+    usage = Usage()
+    steps = 0
+    for step in run.steps():
+        steps = max(steps, step.index)
+        usage.add(step.action.usage)
+    ended = run.trajectory_path.stat().st_mtime if run.trajectory_path.exists() else time.time()
+    raw = {
+        "run_id": ident.get("run_id") or run.path.name, "task_id": ident.get("task") or "?/?",
+        "agent": ident.get("agent") or "?", "model": ident.get("model"),
+        "sandbox": config.get("sandbox", "local"), "seed": ident.get("seed"),
+        "status": ExitStatus.ERROR.value, "primary_metric": primary.get("name"),
+        "direction": primary.get("direction", "maximize"),
+        "metrics": {m["name"]: m.get("direction", "maximize") for m in metrics if "name" in m},
+        "baseline_scores": baseline.get("scores") or {},
+        "reference_scores": task.get("reference_scores") or {},
+        "subtasks": task.get("subtasks") or [], "profile": ident.get("profile"),
+        "started_at": started, "run_dir": str(run.path),
+        "tags": (config.get("run") or {}).get("tags") or {},
+    }
+    result = structure(raw, EpisodeResult, str(run.config_path), strict=False)
+    result.scores = run.scores()
+    result.steps = steps
+    result.cost_usd = round(usage.cost_usd, 6)
+    result.input_tokens, result.output_tokens = usage.input_tokens, usage.output_tokens
+    result.end_reason = EndReason.KILLED
+    result.ended_at = ended
+    result.duration_s = round(max(0.0, ended - started), 3) if started else 0.0
+    return result
+
+
+def _archive_leftover(run: RunDir, mounts: list[str]) -> bool:
+    """Archive the workspace a killed run left on this host; True when done."""
+    sandbox = next((r for r in run.records() if r.get("type") == "sandbox"), None)
+    folder = (sandbox or {}).get("host_workspace")
+    if not folder or not Path(folder).is_dir():
+        return False
+    with tempfile.TemporaryDirectory(prefix="rgym-archive-") as tmp:
+        root = Path(tmp) / "workspace"
+        FolderWorkspace(Path(folder)).export_workspace(root, exclude=mount_excludes(mounts))
+        partial = run.path / f".{WORKSPACE_ARCHIVE}.tmp"
+        with tarfile.open(partial, "w:gz") as tar:
+            tar.add(root, arcname="workspace")
+        partial.replace(run.archive_path)
+    return True
+
+
+def _grade_archive(run: RunDir, result: EpisodeResult, kind: str,
+                   registry: Registry) -> ScoreRecord:
+    """Grade ``run``'s ``workspace.tar.gz`` with the task's grader."""
+    from rgym_core.runner import RunError, _resolve_datasets, make_grader, profile_env
+
+    _, run_config = _config_of(run)
+    try:
+        task = registry.task(result.task_id)
+    except RegistryError as exc:
+        raise GradeError(f"{run.path}: {exc}") from None
+    with_profile = getattr(task, "with_profile", None)
+    if callable(with_profile):
+        try:
+            task = with_profile(result.profile)
+        except ValueError as exc:
+            raise GradeError(f"{run.path}: {exc}") from None
+    try:
+        datasets = _resolve_datasets(registry, task, run_config)
+    except (RunError, RegistryError, ValueError, OSError) as exc:
+        raise GradeError(f"{run.path}: the task's datasets: {exc}") from None
+    with tempfile.TemporaryDirectory(prefix="rgym-grade-") as tmp:
+        workspace = extract_workspace(run.archive_path, Path(tmp) / "workspace")
+        grader = make_grader(task, FolderWorkspace(workspace), datasets, run.path, isolated=False,
+                             seed=run_config.grader_seed, env=profile_env(task))
+        return grader.grade(kind, result.steps)
+
+
+def finish_run(path: Path | str, registry: Registry | None = None, *,
+               regrade: bool = False) -> FinishOutcome:
+    """Grade or finish one run directory (see the module docstring).  Raises
+    :class:`GradeError` (or :class:`~rgym_core.rundir.RunDirError`) naming the run."""
+    from rgym_core.runner import final_status, grade_kind
+
+    run = RunDir(Path(path))
+    state = run.state()
+    if state is RunState.RUNNING:
+        owner = run.owner()
+        where = f"process {owner.pid} on {owner.host}" if owner else "its process"
+        raise GradeError(f"{run.path}: still running ({where}); wait for it, or stop it first")
+    if state is RunState.COMPLETE:
+        result = run.result()
+        if result.status is not ExitStatus.UNGRADED and not regrade:
+            return FinishOutcome(run.path, "skipped", f"already {result.status.value}", result)
+        end_reason = result.end_reason or EndReason.SUBMIT
+    else:
+        if state is RunState.CORRUPT:
+            run.result_path.replace(run.path / "result.json.corrupt")
+        result = _rebuild(run)
+        end_reason = EndReason.KILLED
+        if not run.archive_path.exists():
+            try:
+                mounts = [str(m.get("mount", "data")) for m in
+                          (run.config().get("task") or {}).get("datasets", []) if isinstance(m, dict)]
+                _archive_leftover(run, mounts)
+            except (OSError, RunDirError):
+                pass
+    kind = grade_kind(end_reason)
+    registry = registry or load_registry()
+    with TrajectoryWriter(run.path) as writer:
+        if writer.repaired is not None:
+            writer.write("repaired", {"cut": writer.repaired[:200]})
+        if not run.archive_path.exists():
+            result.status = ExitStatus.ERROR
+            result.error = ("the rgym process was killed before it archived the workspace, and "
+                            "the workspace is gone: nothing to grade (validation scores kept)")
+            result.extras["rgym_grade"] = {"at": time.time(), "graded": False}
+            write_result(run.path, result)
+            writer.end(result)
+            return FinishOutcome(run.path, "finished", result.error, result)
+        record = _grade_archive(run, result, kind, registry)
+        writer.score(record)
+        result.scores = [*result.scores, record]
+        result.status, result.error = final_status(record, end_reason)
+        result.final_scores = dict(record.scores) if record.valid else None
+        result.extras["rgym_grade"] = {"at": time.time(), "graded": True, "kind": kind,
+                                       "from": WORKSPACE_ARCHIVE}
+        write_result(run.path, result)
+        writer.end(result)
+    score = (f"{result.primary_metric} = {result.primary_score:.4g}"
+             if result.primary_score is not None else f"no score ({record.error})")
+    return FinishOutcome(run.path, "graded", f"{result.status.value}: {score}", result)
