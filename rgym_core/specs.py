@@ -115,6 +115,10 @@ class SubTask:
     primary: bool = False
 
 
+#: Default workspace quota (``resources.disk_mb``), in MiB.
+DEFAULT_DISK_MB = 2048
+
+
 @define(frozen=True)
 class Resources:
     """What a task needs, and the limits its sandbox gets."""
@@ -126,6 +130,9 @@ class Resources:
     network: bool = False
     image: str | None = None
     requirements: list[str] = field(factory=list)
+    #: Workspace quota in MiB: the most the agent's workspace may hold when it is
+    #: copied out for grading or archiving (apparent size, sparse files counted in full).
+    disk_mb: int = field(default=DEFAULT_DISK_MB, validator=_positive)
 
 
 @define(frozen=True)
