@@ -201,7 +201,7 @@ def check_pack(path: Path, *, profiles: list[str] | None = None, run_baselines: 
         report.add(where, True, f"task '{task.id}' loads")
         check_metadata(task, report, where)
         if declared is not None:
-            report.add(where, task.id in declared, f"declared in [project.entry-points.\"rgym.provides\"]"
+            report.add(where, task.id in declared, "declared in [project.entry-points.\"rgym.provides\"]"
                        if task.id in declared else f"'{task.id}' is missing from [project.entry-points."
                        f"\"rgym.provides\"] in pyproject.toml: install hints will not name it")
         for name, spec in _profiles_of(task, profiles, report, where):

@@ -162,7 +162,7 @@ def _guard(method: Any, hook: str, plugin: str, distribution: str, registry: Reg
                     gen.throw(exc)
                 except StopIteration as stop:
                     return stop.value
-                raise RuntimeError(f"hook wrapper {plugin}.{hook} did not stop after an exception")
+                raise RuntimeError(f"hook wrapper {plugin}.{hook} did not stop after an exception") from exc
             if gen is None:
                 return inner
             try:

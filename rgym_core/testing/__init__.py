@@ -1,1 +1,20 @@
-"""Test helpers for plugin authors (the sandbox conformance suite)."""
+"""The pack author's test kit.
+
+* :func:`grade` and :class:`EvalFolder`: a task's grader on files you choose, the
+  way episodes run it, or by hand under the grader protocol
+  (:mod:`rgym_core.testing.grading`);
+* :func:`run_cli` and :func:`run_json`: the ``rgym`` command line as a
+  subprocess (:mod:`rgym_core.testing.cli`);
+* :class:`LoopbackServer`: one real HTTP server on 127.0.0.1 with scripted
+  :class:`Reply` objects, for every API client's tests (:mod:`rgym_core.testing.http`);
+* :mod:`rgym_core.testing.conformance`: the suite every sandbox backend passes.
+
+``rgym new-pack NAME`` writes a pack whose tests use this kit.
+"""
+
+from rgym_core.testing.cli import run_cli, run_json
+from rgym_core.testing.grading import EvalFolder, GraderRun, as_task, grade, write_files
+from rgym_core.testing.http import LoopbackServer, RecordedRequest, Reply, json_reply, sse
+
+__all__ = ["EvalFolder", "GraderRun", "LoopbackServer", "RecordedRequest", "Reply", "as_task", "grade",
+           "json_reply", "run_cli", "run_json", "sse", "write_files"]

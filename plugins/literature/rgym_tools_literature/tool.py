@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rgym_core.http import RequestFailed, RetryPolicy
+from rgym_core.leakage import LeakageConfigError, LeakagePolicy, task_policy
 from rgym_core.tools import Tool, ToolArg, ToolContext, ToolError, ToolResult, ToolSchema
 from rgym_tools_literature.cache import SearchCache, default_cache_dir, ttl_from_env
 from rgym_tools_literature.client import (
@@ -25,7 +26,7 @@ from rgym_tools_literature.client import (
     api_key_from_env,
     base_url_from_env,
 )
-from rgym_tools_literature.leakage import LeakageConfigError, LeakagePolicy
+from rgym_tools_literature.leakage import withhold_reason
 from rgym_tools_literature.render import render_results, withheld_note
 
 #: Most results one call may ask for.
@@ -71,14 +72,16 @@ class LiteratureSearchTool(Tool):
 
     # -- configuration -------------------------------------------------
     def leakage_policy(self, ctx: ToolContext) -> LeakagePolicy:
-        """The task's policy from ``tool_config.literature``; cached per episode."""
+        """The task's policy (``tool_config.leakage`` and ``tool_config.literature``);
+        cached per episode."""
         cached = ctx.state.get("literature.policy")
         if isinstance(cached, LeakagePolicy):
             return cached
+        config = dict(ctx.task.tool_config or {})
+        if ctx.tool_config:
+            config[CONFIG_KEY] = ctx.tool_config
         try:
-            config = ctx.tool_config or (ctx.task.tool_config or {}).get(CONFIG_KEY) or {}
-            policy = LeakagePolicy.from_config(config,
-                                               where=f"{ctx.task.id}: tool_config.{CONFIG_KEY}")
+            policy = task_policy(config, CONFIG_KEY, task_id=ctx.task.id, base_dir=ctx.task.root)
         except LeakageConfigError as exc:
             raise ToolError(f"{exc} (fix the task's task.yaml)") from None
         ctx.state["literature.policy"] = policy
@@ -127,7 +130,7 @@ class LiteratureSearchTool(Tool):
                               info={"literature_error": str(exc)})
         shown, reasons = [], Counter()
         for paper in result.papers:
-            reason = policy.withhold_reason(paper)
+            reason = withhold_reason(policy, paper)
             if reason is None:
                 shown.append(paper)
             else:

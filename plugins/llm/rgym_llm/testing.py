@@ -31,10 +31,15 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from attrs import define, field
+
+from rgym_core.testing.http import LoopbackServer, RecordedRequest
+from rgym_core.testing.http import Reply as HttpReply
+from rgym_core.testing.http import sse as _sse
+
+__all__ = ["FakeLLMServer", "RecordedRequest", "Reply", "api_of", "main"]
 
 
 @define
@@ -67,23 +72,9 @@ class Reply:
         return cls(text=text, tool_calls=[{"name": name, "arguments": arguments or {}}], **kwargs)
 
 
-@define
-class RecordedRequest:
-    """A request the server received."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    received_at: float
-
-    @property
-    def json(self) -> dict[str, Any]:
-        return self.body if isinstance(self.body, dict) else {}
-
-    @property
-    def api(self) -> str:
-        return "anthropic" if self.path.rstrip("/").endswith("/messages") else "openai"
+def api_of(request: RecordedRequest) -> str:
+    """``anthropic`` for the Messages endpoint, else ``openai``."""
+    return "anthropic" if request.path.rstrip("/").endswith("/messages") else "openai"
 
 
 ScriptItem = Reply | Callable[[RecordedRequest], Reply]
@@ -93,35 +84,33 @@ def _approx_tokens(value: Any) -> int:
     return max(1, math.ceil(len(json.dumps(value, ensure_ascii=False)) / 4))
 
 
-def _sse(data: Any, event: str | None = None) -> bytes:
-    head = f"event: {event}\n" if event else ""
-    return f"{head}data: {json.dumps(data)}\n\n".encode()
-
-
 def _pieces(text: str, size: int = 7) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)] or []
 
 
 class FakeLLMServer:
-    """The loopback server; use as a context manager or call ``start``/``stop``."""
+    """The fake provider on :class:`rgym_core.testing.LoopbackServer`; use as a
+    context manager or call ``start``/``stop``."""
 
     def __init__(self, script: Iterable[ScriptItem] = (), *, host: str = "127.0.0.1",
                  port: int = 0) -> None:
         self.script: list[ScriptItem] = list(script)
-        self.requests: list[RecordedRequest] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
         self._ids = itertools.count(1)
-        self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
-        self._httpd.daemon_threads = True
-        self._thread: threading.Thread | None = None
+        self.http = LoopbackServer(host=host, port=port, protocol="HTTP/1.0", fallback=self._serve)
+        self.http.handle("/v1/models", HttpReply(200, {"object": "list",
+                                                       "data": [{"id": "fake", "object": "model"}]}))
 
     # -- lifecycle ----------------------------------------------------------------
     @property
+    def requests(self) -> list[RecordedRequest]:
+        """The completion requests received (not the ``/v1/models`` probes)."""
+        return [r for r in self.http.requests if r.method == "POST"]
+
+    @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.http.url
 
     @property
     def base_url(self) -> str:
@@ -129,17 +118,11 @@ class FakeLLMServer:
         return self.url + "/v1"
 
     def start(self) -> FakeLLMServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-llm", daemon=True)
-        self._thread.start()
+        self.http.start()
         return self
 
     def stop(self) -> None:
-        self._stopping.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self.http.stop()
 
     def __enter__(self) -> FakeLLMServer:
         return self.start()
@@ -159,81 +142,43 @@ class FakeLLMServer:
     # -- request handling ---------------------------------------------------------
     def _next(self, request: RecordedRequest) -> Reply:
         with self._lock:
-            self.requests.append(request)
             item = self.script.pop(0) if self.script else None
         if item is None:
             self.errors.append(f"script exhausted at request {len(self.requests)}")
             return Reply(status=400, error="fake server: script exhausted")
         return item(request) if callable(item) else item
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        server = self
+    def _serve(self, request: RecordedRequest) -> HttpReply:
+        if request.method != "POST" or not request.path.rstrip("/").endswith(("/chat/completions",
+                                                                                "/messages")):
+            self.errors.append(f"unexpected {request.method} {request.path}")
+            return HttpReply(404, {"error": {"message": f"no route {request.path}"}})
+        reply = self._next(request)
+        rendered = self._render(request, reply)
+        rendered.delay_s = reply.delay_s
+        return rendered
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.0"
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                return
-
-            def do_GET(self) -> None:  # noqa: N802 - /v1/models, as vLLM offers
-                body = json.dumps({"object": "list", "data": [{"id": "fake", "object": "model"}]})
-                self._send(200, body.encode(), {"Content-Type": "application/json"})
-
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body: Any = json.loads(raw) if raw else None
-                except ValueError:
-                    body = raw.decode("utf-8", "replace")
-                request = RecordedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()},
-                                          body, time.time())
-                if not self.path.rstrip("/").endswith(("/chat/completions", "/messages")):
-                    server.errors.append(f"unexpected path {self.path}")
-                    self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode(),
-                               {"Content-Type": "application/json"})
-                    return
-                reply = server._next(request)
-                if reply.delay_s and server._stopping.wait(reply.delay_s):
-                    return
-                try:
-                    server._respond(self, request, reply)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (a timeout test)
-
-            def _send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        return Handler
-
-    def _respond(self, handler: Any, request: RecordedRequest, reply: Reply) -> None:
-        api = request.api
-        headers = {"Content-Type": "application/json", **reply.headers}
+    def _render(self, request: RecordedRequest, reply: Reply) -> HttpReply:
+        api = api_of(request)
+        headers = dict(reply.headers)
         if reply.body is not None:
             body = reply.body
             data = json.dumps(body).encode() if isinstance(body, dict) else (
                 body if isinstance(body, bytes) else body.encode())
-            handler._send(reply.status, data, headers)
-            return
+            return HttpReply(reply.status, data, headers=headers, content_type="application/json")
         if reply.status >= 400:
             if api == "anthropic":
                 kind = {401: "authentication_error", 429: "rate_limit_error",
                         529: "overloaded_error"}.get(reply.status, "api_error")
-                err = {"type": "error", "error": {"type": kind, "message": reply.error}}
+                err: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": reply.error}}
             else:
                 err = {"error": {"message": reply.error, "type": "fake_error", "code": reply.status}}
-            handler._send(reply.status, json.dumps(err).encode(), headers)
-            return
+            return HttpReply(reply.status, err, headers=headers)
         n = next(self._ids)
         calls = [{"id": c.get("id") or (f"toolu_{n}_{i}" if api == "anthropic" else f"call_{n}_{i}"),
                   "name": c["name"], "arguments": c.get("arguments") or {}}
                  for i, c in enumerate(reply.tool_calls)]
-        req = request.json
+        req = request.json if isinstance(request.json, dict) else {}
         prompt_part = {k: req.get(k) for k in ("system", "messages", "tools") if k in req}
         input_tokens = reply.input_tokens if reply.input_tokens is not None else _approx_tokens(prompt_part)
         output_tokens = (reply.output_tokens if reply.output_tokens is not None
@@ -244,18 +189,10 @@ class FakeLLMServer:
                 n, model, reply, calls, input_tokens, output_tokens, req)
             if reply.cut_stream:
                 chunks = chunks[: max(1, len(chunks) // 2)]
-            handler.send_response(reply.status)
-            handler.send_header("Content-Type", "text/event-stream")
-            for k, v in reply.headers.items():
-                handler.send_header(k, v)
-            handler.end_headers()
-            for chunk in chunks:
-                handler.wfile.write(chunk)
-                handler.wfile.flush()
-            return
+            return HttpReply(reply.status, headers=headers, content_type="text/event-stream", chunks=chunks)
         render = self._anthropic_body if api == "anthropic" else self._openai_body
-        body = render(n, model, reply, calls, input_tokens, output_tokens)
-        handler._send(reply.status, json.dumps(body).encode(), headers)
+        return HttpReply(reply.status, render(n, model, reply, calls, input_tokens, output_tokens),
+                         headers=headers)
 
     # -- OpenAI wire format -------------------------------------------------------
     @staticmethod

@@ -13,7 +13,8 @@ import ipaddress
 import socket
 
 import httpx
-from rgym_tools_literature.leakage import LeakagePolicy
+
+from rgym_core.leakage import LeakagePolicy
 
 
 class BlockedURL(Exception):

@@ -16,9 +16,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rgym_tools_literature.leakage import LeakageConfigError, LeakagePolicy
-
 from rgym_core.http import RequestFailed, RetryPolicy
+from rgym_core.leakage import KNOWN_KEYS as LEAKAGE_KEYS
+from rgym_core.leakage import LeakageConfigError, task_policy
 from rgym_core.tools import Tool, ToolArg, ToolContext, ToolError, ToolResult, ToolSchema
 from rgym_tools_pdf.download import NotAPdf, download_pdf, looks_like_pdf
 from rgym_tools_pdf.extract import PdfError, open_pdf, page_text
@@ -31,7 +31,6 @@ DEFAULT_MAX_CHARS = 20_000
 #: Downloads kept per episode, so reading a paper in parts downloads it once.
 KEPT_DOWNLOADS = 4
 _OWN_KEYS = ("max_bytes", "max_chars", "allow_private_hosts")
-_LEAKAGE_KEYS = ("blocked_papers", "blocked_url_patterns")
 
 
 def _truthy(value: str | None) -> bool:
@@ -79,24 +78,25 @@ class ReadPdfTool(Tool):
         where = f"{ctx.task.id}: tool_config.{CONFIG_KEY}"
         if not isinstance(own, Mapping):
             raise ToolError(f"{where}: expected a mapping of settings, got {own!r}")
-        unknown = sorted(set(own) - set(_OWN_KEYS) - set(_LEAKAGE_KEYS))
+        unknown = sorted(set(own) - set(_OWN_KEYS) - set(LEAKAGE_KEYS))
         if unknown:
             raise ToolError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; known keys: "
-                            f"{', '.join(sorted(_OWN_KEYS + _LEAKAGE_KEYS))} (fix the task's "
+                            f"{', '.join(sorted(_OWN_KEYS + LEAKAGE_KEYS))} (fix the task's "
                             "task.yaml)")
-        lit = (ctx.task.tool_config or {}).get("literature") or {}
+        config = dict(ctx.task.tool_config or {})
+        config[CONFIG_KEY] = own
         try:
-            own_policy = LeakagePolicy.from_config(
-                {k: own[k] for k in _LEAKAGE_KEYS if k in own}, where=where)
-            lit_policy = LeakagePolicy.from_config(
-                {k: lit[k] for k in _LEAKAGE_KEYS if isinstance(lit, Mapping) and k in lit},
-                where=f"{ctx.task.id}: tool_config.literature")
+            # The task's shared policy, the literature tool's (a paper hidden from search is
+            # hidden from reading too) and this tool's own keys.
+            policy = task_policy(config, CONFIG_KEY, task_id=ctx.task.id, base_dir=ctx.task.root,
+                                 tool_keys=_OWN_KEYS)
+            literature = config.get("literature")
+            if isinstance(literature, Mapping):
+                policy = policy.merged(task_policy(
+                    {"literature": {k: v for k, v in literature.items() if k in LEAKAGE_KEYS}},
+                    "literature", task_id=ctx.task.id, base_dir=ctx.task.root))
         except LeakageConfigError as exc:
             raise ToolError(f"{exc} (fix the task's task.yaml)") from None
-        policy = LeakagePolicy(
-            blocked_ids=own_policy.blocked_ids | lit_policy.blocked_ids,
-            blocked_titles=own_policy.blocked_titles | lit_policy.blocked_titles,
-            blocked_url_patterns=own_policy.blocked_url_patterns + lit_policy.blocked_url_patterns)
         allow = own.get("allow_private_hosts", False)
         if not isinstance(allow, bool):
             raise ToolError(f"{where}.allow_private_hosts: expected true or false, got {allow!r}")

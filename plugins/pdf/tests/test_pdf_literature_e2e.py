@@ -12,15 +12,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rgym_tools_literature.testing import (
-    LoopbackServer,
-    Reply,
-    make_paper,
-    make_pdf,
-    scholar_search_handler,
-)
+from rgym_tools_pdf.testing import make_pdf
 
 import rgym_core
+from rgym_core.testing import LoopbackServer, Reply
+
+literature = pytest.importorskip("rgym_tools_literature.testing",
+                                 reason="this end-to-end test also needs rgym-tools-literature")
+make_paper, scholar_search_handler = literature.make_paper, literature.scholar_search_handler
 
 PACK = Path(__file__).parent / "e2e_pack"
 SEARCH = "/graph/v1/paper/search"

@@ -10,11 +10,12 @@ import httpx
 import pypdf
 import pytest
 from pdf_helpers import make_ctx
-from rgym_tools_literature.testing import LoopbackServer, Reply, make_pdf
 from rgym_tools_pdf.pages import format_pages, parse_pages
+from rgym_tools_pdf.testing import make_pdf
 from rgym_tools_pdf.tool import ReadPdfTool
 
 from rgym_core.http import RetryPolicy
+from rgym_core.testing import LoopbackServer, Reply
 from rgym_core.tools import ToolError
 
 PAGES = [f"Page {i} of the test paper.\n" + f"Sentence number {i} about attention. " * 12
