@@ -1,18 +1,25 @@
 """Grading a workspace from a clean copy, outside the agent's reach.
 
 For every grading (``validate``, ``submit``, ``autosubmit``) a fresh evaluation
-folder is laid out on the host, readable only by the runner's user::
+folder is laid out on the host (the grader protocol: :mod:`rgym_core.grader_protocol`)::
 
-    submission/         copy of the agent's workspace (datasets left out)
-    grader/             clean copy of the task's hidden grader files, from the pack
+    submission/         the agent's files: copied out of the sandbox in one archive,
+                        never following a name the agent chose, filtered by
+                        ``grader.submission`` / ``grader.exclude``; links dropped
+    grader/             clean copy of the task's hidden grader files, from the pack,
+                        with the grader kit as ``rgym_grader_kit/``
     data/<mount>/       the public part of each dataset
     private/<mount>/    the private part (test labels...), never shown to the agent
-    scores.json         written by the grader
+    home/               the grader's HOME (empty)
+    scores.json         written by the grader, and only by it
 
-and ``python grader/<entry>`` runs there (on the host, or in a separate
-short-lived sandbox when the task asks for it and the backend can).  The
-grader reports through ``RGYM_SCORES_FILE``; a score file the agent wrote in
-its workspace is never read.
+and ``python -s grader/<entry>`` runs there under the grading supervisor
+(:mod:`rgym_core.grader_confinement`): on the host, or in a separate short-lived
+sandbox when the task asks for it (``grader.location: sandbox``) and the backend can.
+The grader and every piece of agent code it runs are confined as well as the machine
+allows, every agent process is killed before the scores are read, and the record says
+whether the grading was confined.  The scores file is read without following links; a
+score file the agent wrote in its workspace is never read.
 """
 
 from __future__ import annotations
@@ -22,21 +29,33 @@ import json
 import math
 import os
 import shutil
-import signal
-import subprocess
-import sys
+import stat
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
+from rgym_core import grader_protocol as gp
+from rgym_core.grader_confinement import (
+    SupervisedRun,
+    container_config,
+    new_nonce,
+    run_on_host,
+    split_status,
+    warn_once,
+)
 from rgym_core.records import ScoreRecord
 from rgym_core.sandbox import Sandbox
 from rgym_core.specs import PreparedDataset, TaskSpec
 
-SCORES_FILE = "scores.json"
-_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "SYSTEMROOT", "OMP_NUM_THREADS",
-             "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_NUM_THREADS")
+SCORES_FILE = gp.SCORES_FILE
+#: The largest scores file read back.
+MAX_SCORES_BYTES = 16 << 20
+#: Extra seconds a grader container gets beyond the grader's timeout (start, copies).
+CONTAINER_SLACK_S = 60.0
 
 
 class GradingError(RuntimeError):
@@ -44,16 +63,22 @@ class GradingError(RuntimeError):
 
 
 class Grader:
-    """Grades one episode's workspace, every time from a clean copy."""
+    """Grades one episode's workspace, every time from a clean copy.
+
+    ``env`` is added to the grader's environment (the task profile's variables);
+    ``seed`` becomes ``RGYM_SEED``.
+    """
 
     def __init__(self, task: TaskSpec, sandbox: Sandbox, datasets: dict[str, PreparedDataset],
-                 run_dir: Path, *, isolated: bool = False, seed: int | None = None) -> None:
+                 run_dir: Path, *, isolated: bool = False, seed: int | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         self.task = task
         self.sandbox = sandbox
         self.datasets = datasets
         self.out_dir = run_dir / "grader"
         self.isolated = isolated and task.grader.location == "sandbox"
         self.seed = seed
+        self.env = {str(k): str(v) for k, v in (env or {}).items()}
         grader_dir = task.path(task.grader.files)
         if grader_dir is None or not grader_dir.is_dir():
             raise GradingError(f"task '{task.id}': grader folder '{task.grader.files}' not found "
@@ -75,125 +100,132 @@ class Grader:
     # -- layout ---------------------------------------------------------------
 
     def _copy_submission(self, dest: Path) -> None:
-        dest.mkdir()
-        listing = self.sandbox.exec(["ls", "-A1"], timeout=60)
-        if listing.exit_code != 0:
-            raise GradingError(f"cannot list the workspace: {listing.output.strip()}")
-        mounts = {m.split("/", 1)[0] for m in self.datasets}
-        for entry in listing.output.splitlines():
-            if not entry or entry in mounts:
-                continue
-            self.sandbox.copy_out(entry, dest / entry)
+        from rgym_core.rundir import export_workspace, mount_excludes
+
         spec = self.task.grader
-        for path in sorted(dest.rglob("*"), reverse=True):
-            rel = path.relative_to(dest).as_posix()
-            keep = any(glob_match(rel, p) for p in spec.submission)
-            drop = any(glob_match(rel, p) for p in spec.exclude)
-            if path.is_symlink() or (path.is_file() and (drop or not keep)):
-                path.unlink()
+        exclude = [*mount_excludes(self.datasets), *spec.exclude]
+        include = None if list(spec.submission) == ["**/*"] else list(spec.submission)
+        export_workspace(self.sandbox, dest, exclude=exclude, include=include)
+        dest.mkdir(exist_ok=True)
+        keep_only_submission(dest, spec.submission, spec.exclude)
 
     def prepare(self, root: Path) -> Path:
-        """Lay out an evaluation folder under ``root`` and return it."""
-        self._copy_submission(root / "submission")
-        shutil.copytree(self.grader_dir, root / "grader")
+        """Lay out an evaluation folder in the new folder ``root`` and return it."""
+        root.mkdir(mode=0o700, exist_ok=True)
+        self._copy_submission(root / gp.SUBMISSION_DIR)
+        grader = root / gp.GRADER_DIR
+        shutil.copytree(self.grader_dir, grader, symlinks=True)
         for name, source in self.includes.items():
-            target = root / "grader" / name
+            target = grader / name
             target.parent.mkdir(parents=True, exist_ok=True)
             if source.is_dir():
                 shutil.copytree(source, target, dirs_exist_ok=True)
             else:
                 shutil.copy2(source, target)
+        gp.install_kit(grader)
         for mount, prepared in self.datasets.items():
-            shutil.copytree(prepared.public, root / "data" / mount)
+            shutil.copytree(prepared.public, root / gp.DATA_DIR / mount)
             if prepared.private is not None:
-                shutil.copytree(prepared.private, root / "private" / mount)
-        (root / "data").mkdir(exist_ok=True)
-        (root / "private").mkdir(exist_ok=True)
+                shutil.copytree(prepared.private, root / gp.PRIVATE_DIR / mount)
+        (root / gp.DATA_DIR).mkdir(exist_ok=True)
+        (root / gp.PRIVATE_DIR).mkdir(exist_ok=True)
+        (root / gp.HOME_DIR / "tmp").mkdir(parents=True)
         return root
-
-    def _env(self, root: Path, kind: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
-        env.update({
-            "RGYM_SUBMISSION_DIR": str(root / "submission"),
-            "RGYM_GRADER_DIR": str(root / "grader"),
-            "RGYM_DATA_DIR": str(root / "data"),
-            "RGYM_PRIVATE_DIR": str(root / "private"),
-            "RGYM_SCORES_FILE": str(root / SCORES_FILE),
-            "RGYM_GRADE_KIND": kind,
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "HOME": str(root),
-        })
-        if self.seed is not None:
-            env["RGYM_SEED"] = str(self.seed)
-        return env
 
     # -- running --------------------------------------------------------------
 
     def grade(self, kind: str, step: int) -> ScoreRecord:
         """Grade the workspace as it is now; never raises for grader failures."""
         started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="rgym-eval-") as tmp:
-            root = Path(tmp)
-            os.chmod(root, 0o700)
+        with tempfile.TemporaryDirectory(prefix="rgym-grade-") as tmp:
+            top = Path(tmp)
+            os.chmod(top, 0o711)  # the grader and worker uids traverse it, never list it
+            root = top / "eval"
             try:
                 self.prepare(root)
             except (GradingError, OSError) as exc:
                 return self._record(step, kind, started, error=f"could not collect the submission: {exc}")
-            entry = f"grader/{self.task.grader.entry}"
-            timeout = self.task.grader.timeout_s
-            if self.isolated:
-                env = {k: v.replace(str(root), "/eval") for k, v in self._env(root, kind).items()
-                       if k.startswith(("RGYM_", "PYTHON", "HOME"))}
-                try:
-                    res = self.sandbox.grade(root, ["python3", entry], timeout=timeout, env=env)
-                except NotImplementedError:
-                    code, output = _run_host([sys.executable, entry], root, self._env(root, kind), timeout)
-                else:
-                    code, output = (124 if res.timed_out else res.exit_code), res.output
-            else:
-                code, output = _run_host([sys.executable, entry], root, self._env(root, kind), timeout)
-            record = self._read_scores(root, step, kind, started, code, output, timeout)
-        self._save(record, output)
+            run = self._run(root, top / "work", kind)
+            record = self._read_scores(root, step, kind, started, run)
+        self._save(record, run.output)
         return record
 
-    def _read_scores(self, root: Path, step: int, kind: str, started: float, code: int,
-                     output: str, timeout: float) -> ScoreRecord:
-        scores_path = root / SCORES_FILE
-        data: Any = None
-        if scores_path.is_file():
+    def _run(self, root: Path, work: Path, kind: str) -> SupervisedRun:
+        timeout = self.task.grader.timeout_s
+        entry = self.task.grader.entry
+        if self.isolated:
+            nonce = new_nonce()
+            config = container_config(entry=entry, kind=kind, seed=self.seed, env=self.env,
+                                      timeout=timeout, nonce=nonce)
+            env = {gp.ENV_SUPERVISOR_CONFIG: json.dumps(config),
+                   gp.ENV_SCORES_FILE: f"{gp.EVAL_MOUNT}/{gp.SCORES_FILE}"}
+            script = f"{gp.EVAL_MOUNT}/{gp.GRADER_DIR}/{gp.KIT_PACKAGE}/supervisor.py"
             try:
-                data = json.loads(scores_path.read_text())
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                return self._record(step, kind, started, error=f"grader wrote invalid JSON: {exc}")
+                res = self.sandbox.grade(root, ["python3", "-I", "-S", script],
+                                         timeout=timeout + CONTAINER_SLACK_S, env=env)
+            except NotImplementedError:
+                pass
+            else:
+                output, status = split_status(res.output, nonce)
+                code = 124 if res.timed_out else res.exit_code
+                if status and not status.get("confined"):
+                    warn_once(f"the {type(self.sandbox).__name__} grader sandbox does not confine "
+                              "the submission's code (its supervisor is not root): "
+                              + "; ".join(status.get("warnings") or []))
+                return SupervisedRun(code, output, status)
+        return run_on_host(eval_root=root, work_parent=work, entry=entry, kind=kind,
+                           seed=self.seed, env=self.env, timeout=timeout)
+
+    def _read_scores(self, root: Path, step: int, kind: str, started: float,
+                     run: SupervisedRun) -> ScoreRecord:
+        status = run.status
+        confined = bool(status.get("confined"))
+
+        def fail(error: str, details: dict[str, Any] | None = None) -> ScoreRecord:
+            return self._record(step, kind, started, error=error, details=details, confined=confined)
+
+        timeout = self.task.grader.timeout_s
+        if status.get("started") is False:
+            return fail(f"the grader could not be started: {status.get('error')}")
+        if status and not status.get("all_stopped", True):
+            return fail("processes started by the submission's code survived the grading and "
+                        "could not be killed; the scores are not trusted")
+        try:
+            data = _read_json_file(root / gp.SCORES_FILE)
+        except ValueError as exc:
+            return fail(f"grader wrote invalid JSON: {exc}")
+        except OSError as exc:
+            return fail(f"cannot read the grader's scores file: {exc}")
         if isinstance(data, dict) and data.get("error"):
             details = {"missing_submission": bool(data.get("missing_submission"))}
-            return self._record(step, kind, started, error=str(data["error"]), details=details)
-        if code == 124:
-            return self._record(step, kind, started, error=f"grader timed out after {timeout:g} s")
+            return fail(str(data["error"]), details)
+        code = run.exit_code
+        if code == 124 or status.get("timed_out"):
+            return fail(f"grader timed out after {timeout:g} s")
         if code != 0:
-            tail = "\n".join(output.strip().splitlines()[-15:])
-            return self._record(step, kind, started, error=f"grader failed (exit {code}):\n{tail}")
+            tail = "\n".join(run.output.strip().splitlines()[-15:])
+            return fail(f"grader failed (exit {code}):\n{tail}")
         if not isinstance(data, dict):
-            return self._record(step, kind, started, error="grader wrote no scores")
+            return fail("grader wrote no scores")
         raw_scores = data.get("scores", {k: v for k, v in data.items() if k not in ("details", "subtasks")})
         scores, problem = _numbers(raw_scores)
         if problem:
-            return self._record(step, kind, started, error=f"grader reported {problem}")
+            return fail(f"grader reported {problem}")
         primary = self.task.primary_metric.name
         if primary not in scores:
-            return self._record(step, kind, started,
-                                error=f"grader did not report the primary metric '{primary}'")
+            return fail(f"grader did not report the primary metric '{primary}'")
         subtasks = {}
         for sub_id, sub_scores in (data.get("subtasks") or {}).items():
             subtasks[str(sub_id)], _ = _numbers(sub_scores)
-        return ScoreRecord(step=step, kind=kind, valid=True, scores=scores, subtasks=subtasks,
-                           details=data.get("details") or {},
-                           duration_s=round(time.monotonic() - started, 4))
+        details = data.get("details") if isinstance(data.get("details"), dict) else {}
+        return _score_record(step=step, kind=kind, valid=True, scores=scores, subtasks=subtasks,
+                             details=details, duration_s=round(time.monotonic() - started, 4),
+                             confined=confined)
 
     def _record(self, step: int, kind: str, started: float, *, error: str,
-                details: dict[str, Any] | None = None) -> ScoreRecord:
-        return ScoreRecord(step=step, kind=kind, valid=False, error=error, details=details or {},
-                           duration_s=round(time.monotonic() - started, 4))
+                details: dict[str, Any] | None = None, confined: bool | None = None) -> ScoreRecord:
+        return _score_record(step=step, kind=kind, valid=False, error=error, details=details or {},
+                             duration_s=round(time.monotonic() - started, 4), confined=confined)
 
     def _save(self, record: ScoreRecord, output: str) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -202,6 +234,63 @@ class Grader:
         from rgym_core.serialization import dumps
 
         (self.out_dir / f"{stem}.json").write_text(dumps(record, indent=2))
+
+
+_RECORD_FIELDS = {f.name for f in attrs.fields(ScoreRecord)}
+
+
+def _score_record(*, confined: bool | None, **kwargs: Any) -> ScoreRecord:
+    """A ScoreRecord saying whether the grading was confined (a typed field when the
+    record has one, else ``details["confined"]``)."""
+    if "confined" in _RECORD_FIELDS:
+        return ScoreRecord(confined=confined, **kwargs)
+    if confined is not None:
+        kwargs["details"] = {**kwargs.get("details", {}), "confined": confined}
+    return ScoreRecord(**kwargs)
+
+
+def _read_json_file(path: Path) -> Any:
+    """The JSON in ``path`` (None when there is no such file), read without following
+    a link; ValueError for bad JSON or an oversized file, OSError otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP: a link
+            raise OSError(f"{path.name} is a link; it is not followed") from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        data = fh.read(MAX_SCORES_BYTES + 1)
+    if len(data) > MAX_SCORES_BYTES:
+        raise ValueError(f"the scores file is larger than {MAX_SCORES_BYTES} bytes")
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(str(exc)) from None
+
+
+def keep_only_submission(dest: Path, submission: list[str], exclude: list[str]) -> None:
+    """Remove from a copied workspace every link, every special file, every file that
+    no ``submission`` glob keeps or an ``exclude`` glob drops, and empty folders left."""
+    for folder, dirs, files in os.walk(dest, topdown=False, followlinks=False):
+        base = Path(folder)
+        for name in files + dirs:
+            path = base / name
+            rel = path.relative_to(dest).as_posix()
+            mode = path.lstat().st_mode
+            if stat.S_ISDIR(mode):
+                try:
+                    path.rmdir()  # only when empty
+                except OSError:
+                    pass
+                continue
+            keep = any(glob_match(rel, p) for p in submission)
+            drop = any(glob_match(rel, p) for p in exclude)
+            if not stat.S_ISREG(mode) or drop or not keep:
+                path.unlink()
 
 
 def resolve_includes(task: TaskSpec) -> dict[str, Path]:
@@ -249,26 +338,3 @@ def _numbers(raw: Any) -> tuple[dict[str, float], str | None]:
             return {}, f"NaN for '{key}'"
         out[str(key)] = float(value)
     return out, None
-
-
-def _run_host(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int, str]:
-    """Run a grader process on the host, killing its whole group on timeout."""
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, out.decode(errors="replace")
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, _ = proc.communicate()
-        return 124, out.decode(errors="replace")
-    except BaseException:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        raise

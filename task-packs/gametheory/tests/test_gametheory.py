@@ -17,6 +17,7 @@ from rgym_task_gametheory.plugin import rgym_register_tasks
 
 from rgym_core import load_task
 from rgym_core.checks import check_pack
+from rgym_core.grader_protocol import install_kit
 from rgym_core.grading import resolve_includes
 
 TASKS_DIR = Path(__file__).resolve().parents[1] / "rgym_task_gametheory" / "tasks"
@@ -31,6 +32,7 @@ def _layout(tmp: Path, folder: str, strategy: str | None) -> Path:
     shutil.copytree(TASKS_DIR / folder / "grader", root / "grader")
     for name, source in resolve_includes(load_task(TASKS_DIR / folder)).items():
         shutil.copy(source, root / "grader" / name)
+    install_kit(root / "grader")
     (root / "data").mkdir()
     (root / "private").mkdir()
     if strategy is not None:
@@ -85,8 +87,9 @@ def test_plugin_registers_the_three_tasks() -> None:
         assert task.primary_metric.name == "Score" and task.primary_metric.direction == "maximize"
         assert (task.root / "starter" / "strategy.py").is_file()
         assert (task.root / "grader" / "evaluate.py").is_file()
-    shared = {resolve_includes(task)["arena.py"] for task in tasks.values()}
-    assert shared == {(TASKS_DIR / "_shared" / "arena.py").resolve()}
+    for name in ("arena.py", "arena_worker.py"):
+        shared = {resolve_includes(task)[name] for task in tasks.values()}
+        assert shared == {(TASKS_DIR / "_shared" / name).resolve()}
 
 
 def test_check_pack_passes() -> None:
@@ -197,7 +200,7 @@ def test_strategy_sees_neither_grader_files_nor_seed(tmp_path: Path) -> None:
                 "secret = 'def _tit_for' + '_two_tats'\n"
                 "found = [str(p) for p in here.rglob('*.py') if secret in p.read_text()]\n"
                 "found += [str(p) for p in (here.parent / 'grader', here / 'grader') if p.exists()]\n"
-                "leaks = found + [k for k in os.environ if k.startswith('RGYM')]\n"
+                "leaks = found + [k for k in os.environ if k.startswith('RGYM') and k != 'RGYM_WORKER_DIR']\n"
                 "def row_strategy(history):\n"
                 "    if leaks:\n"
                 "        raise RuntimeError(f'found {leaks}')\n"

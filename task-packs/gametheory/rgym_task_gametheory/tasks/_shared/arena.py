@@ -1,32 +1,22 @@
-"""Plays an agent's ``row_strategy`` against a hidden opponent, safely.
+"""Plays an agent's ``row_strategy`` against a hidden opponent, safely and fast.
 
-Shared by the game-theory graders: every task's ``task.yaml`` lists it under
-``grader.include``, so the runner copies it into each evaluation's ``grader/``
-folder next to ``evaluate.py``.  The agent's code runs in a separate
-Python process started with ``-c`` in the submission folder, with a scrubbed
-environment, so it can import neither this file nor the opponent and never
-sees the seed.  The opponent and the payoffs stay in this (grader) process.
+Shared by the game-theory graders: every task's ``task.yaml`` lists this file and
+``arena_worker.py`` under ``grader.include``, so the runner copies them into each
+evaluation's ``grader/`` folder next to ``evaluate.py``.
 
-The worker runs in a private copy of the submission, outside the evaluation
-folder, so a relative path such as ``../grader`` leads nowhere.  (A process of
-the same user can still look around the host; run graders in a sandbox
-(``GraderSpec.location: sandbox``) when that matters.)
+The agent's code runs in a confined worker of the grader kit (``rgym_grader_kit``):
+another unprivileged user, no network, a private copy of the submission, no view
+of this folder, of ``private/``, of the seed or of this process; the kit kills
+every process it started before the scores are written.  The opponent, the payoffs
+and the score stay here.
 
-Games are played one after the other, as MLGym does, so a strategy that keeps
-state between calls sees the same sequence of calls as there.  Protocol, one
-line each way per round::
+The games are played in lockstep (see ``arena_worker.py``): one message carries
+one round of every game.  Within a round, ``row_strategy`` is called for game 1,
+then game 2, ...; a strategy must therefore derive its move from ``history`` (and
+randomness), not from module-level state that assumes one game at a time.
 
-    grader -> worker   "n"            new game: history = [], play round 1
-                       "c <json>"     the opponent's last move: record it, play on
-                       "q"            quit
-    worker -> grader   "ready"        after importing the strategy
-                       "m <json>"     the strategy's move
-                       "!E <text>"    the strategy raised (or could not be imported)
-                       "!V <text>"    the strategy returned something that is not a move
-                       "!T <text>"    one call ran past the per-call limit
-
-Everything else (valid moves, payoffs, the score and its standard error) is
-decided here.
+Everything the worker answers is checked here: the move's type and range, the
+number of moves, the time taken.
 """
 
 from __future__ import annotations
@@ -34,16 +24,19 @@ from __future__ import annotations
 import json
 import math
 import os
-import select
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from rgym_grader_kit import (
+    Limits,
+    WorkerError,
+    context,
+    start_worker,
+    write_error,
+    write_scores,
+)
 
 ROUNDS = 10
 DEFAULT_GAMES = 10_000
@@ -51,251 +44,182 @@ DEFAULT_SEED = 0
 PER_CALL_LIMIT_S = 2.0
 IMPORT_LIMIT_S = 60.0
 TOTAL_LIMIT_S = 300.0
+#: What the strategy's worker may use (the task's sandbox has 2 GiB).
+WORKER_LIMITS = Limits(wall_s=IMPORT_LIMIT_S + TOTAL_LIMIT_S + 30.0, memory_mb=2048, pids=32,
+                       file_mb=64)
+WORKER_SOURCE_FILE = Path(__file__).resolve().parent / "arena_worker.py"
 
-WORKER = r'''
-import json, operator, os, random, sys, time, traceback
-proto = os.fdopen(os.dup(1), "w", buffering=1)
-os.dup2(2, 1)
-sys.stdout = sys.stderr
-seed, limit, module_name, function_name = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
-
-def say(text):
-    proto.write(text.replace("\n", " | ") + "\n")
-    proto.flush()
-
-def failure(exc):
-    lines = traceback.format_exception(exc)
-    return "".join(lines[-6:]).strip()
-
-def move_of(value, depth=0):
-    if hasattr(value, "tolist") and depth == 0:
-        value = value.tolist()
-    if isinstance(value, (list, tuple)) and depth == 0:
-        return [move_of(v, 1) for v in value]
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise ValueError(f"{value!r} (of type {type(value).__name__})") from None
-
-random.seed(seed)
-sys.path.insert(0, os.getcwd())
-try:
-    module = __import__(module_name)
-    play = getattr(module, function_name)
-except BaseException as exc:
-    say("!E cannot import " + function_name + " from " + module_name + ".py: " + failure(exc))
-    sys.exit(0)
-random.seed(seed)
-if "numpy" in sys.modules:
-    sys.modules["numpy"].random.seed(abs(hash(seed)) % (2**32))
-say("ready")
-history, last = [], None
-for line in sys.stdin:
-    cmd = line.strip()
-    if cmd == "q":
-        break
-    if cmd == "n":
-        history = []
-    else:
-        history.append((last, json.loads(cmd[2:])))
-    view = [(list(r), list(c)) if isinstance(r, list) else (r, c) for r, c in history]
-    start = time.perf_counter()
-    try:
-        raw = play(view)
-    except BaseException as exc:
-        say("!E " + failure(exc))
-        break
-    spent = time.perf_counter() - start
-    if spent > limit:
-        say(f"!T one call took {spent:.2f} s, more than the limit of {limit:g} s")
-        break
-    try:
-        last = move_of(raw)
-    except ValueError as exc:
-        say(f"!V {exc}")
-        break
-    say("m " + json.dumps(last))
-'''
+Opponent = Callable[[list[tuple[Any, Any]], Any], Any]
+Payoff = Callable[[Any, Any], tuple[float, float]]
+CheckMove = Callable[[Any], "str | None"]
 
 
 class StrategyError(Exception):
     """The agent's strategy failed; the message says how, for the agent."""
 
 
-class StrategyProcess:
-    """The agent's strategy, running in its own process."""
+def _failure(reply: dict[str, Any], function: str) -> StrategyError:
+    kind, text = reply.get("error"), str(reply.get("text", ""))
+    where = ""
+    if isinstance(reply.get("game"), int) and reply["game"] >= 0:
+        where = f" (game {reply['game'] + 1}, round {int(reply.get('round', 0)) + 1})"
+    if kind == "V":
+        return StrategyError(f"{function} returned {text}, which is not a move{where}")
+    if kind == "T":
+        return StrategyError(f"{function} is too slow: {text}{where}")
+    if text.startswith("cannot import"):
+        return StrategyError(text)
+    return StrategyError(f"{function} raised an exception{where}: {text}")
 
-    def __init__(self, submission: Path, seed: str, *, module: str = "strategy",
-                 function: str = "row_strategy", per_call_limit_s: float = PER_CALL_LIMIT_S):
-        self.per_call_limit_s = per_call_limit_s
+
+class StrategyProcess:
+    """The agent's strategy in a confined worker, played in lockstep."""
+
+    def __init__(self, seed: str, *, module: str = "strategy", function: str = "row_strategy",
+                 per_call_limit_s: float = PER_CALL_LIMIT_S) -> None:
         self.function = function
-        self._stderr = tempfile.TemporaryFile()
-        self._workdir = Path(tempfile.mkdtemp(prefix="rgym-strategy-"))
-        shutil.copytree(submission, self._workdir, dirs_exist_ok=True)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self._workdir),
-               "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "LC_ALL": "C.UTF-8",
-               "OMP_NUM_THREADS": "1"}
-        self._proc = subprocess.Popen(
-            [sys.executable, "-s", "-c", WORKER, seed, str(per_call_limit_s), module, function],
-            cwd=self._workdir, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._stderr, start_new_session=True)
-        self._buffer = b""
-        self._stuck = False
+        self.per_call_limit_s = per_call_limit_s
+        source = WORKER_SOURCE_FILE.read_text()
+        try:
+            self.worker = start_worker(["python", "-c", source, seed, str(per_call_limit_s), module,
+                                        function], limits=WORKER_LIMITS, name=f"{function}")
+        except WorkerError as exc:
+            raise StrategyError(str(exc)) from None
         try:
             reply = self._read(IMPORT_LIMIT_S, "to import the strategy")
-            if reply != "ready":
-                self._fail(reply)
-        except StrategyError:
+            if not reply.get("ready"):
+                raise _failure(reply, function)
+        except BaseException:
             self.close()
             raise
 
-    def move(self, opponent_last: Any | None) -> Any:
-        """The strategy's next move; ``None`` starts a new game."""
-        message = "n" if opponent_last is None else "c " + json.dumps(opponent_last)
-        self._write(message)
-        reply = self._read(self.per_call_limit_s * 1.5 + 1.0, "for one call")
-        if not reply.startswith("m "):
-            self._fail(reply)
-        return json.loads(reply[2:])
+    def _read(self, timeout: float, what: str) -> dict[str, Any]:
+        try:
+            line = self.worker.read_line(timeout)
+        except WorkerError as exc:
+            if "did not answer" in str(exc):
+                raise StrategyError(f"{self.function} did not answer within {timeout:g} s {what}; "
+                                    "it is too slow or stuck in a loop") from None
+            raise StrategyError(f"the process running {self.function} exited unexpectedly"
+                                + _exit_detail(str(exc))) from None
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
+            raise StrategyError(f"the process running {self.function} sent an unreadable answer")
+        return reply
+
+    def _moves(self, message: dict[str, Any], games: int, timeout: float) -> list[Any]:
+        try:
+            self.worker.write_line(json.dumps(message))
+        except WorkerError as exc:
+            raise StrategyError(f"the process running {self.function} exited unexpectedly"
+                                + _exit_detail(str(exc))) from None
+        reply = self._read(timeout, f"for one round of {games} games")
+        if "error" in reply:
+            raise _failure(reply, self.function)
+        moves = reply.get("moves")
+        if not isinstance(moves, list) or len(moves) != games:
+            raise StrategyError(f"the process running {self.function} answered with a wrong "
+                                "number of moves")
+        return moves
+
+    def new_games(self, games: int, timeout: float) -> list[Any]:
+        return self._moves({"new": games}, games, timeout)
+
+    def next_round(self, columns: list[Any], timeout: float) -> list[Any]:
+        return self._moves({"col": columns}, len(columns), timeout)
 
     def close(self) -> None:
-        if self._proc.poll() is None and not self._stuck:
-            try:
-                self._write("q")
-                self._proc.wait(timeout=2)
-            except (StrategyError, subprocess.TimeoutExpired):
-                pass
-        if self._proc.poll() is None:
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self._proc.wait()
-        self._stderr.close()
-        shutil.rmtree(self._workdir, ignore_errors=True)
-
-    # -- internals ---------------------------------------------------------
-
-    def _write(self, text: str) -> None:
         try:
-            os.write(self._proc.stdin.fileno(), (text + "\n").encode())
-        except BrokenPipeError:
-            self._fail("")
-
-    def _read(self, timeout: float, what: str) -> str:
-        deadline = time.monotonic() + timeout
-        fd = self._proc.stdout.fileno()
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._stuck = True
-                raise StrategyError(f"{self.function} did not answer within {timeout:g} s {what}; "
-                                    "it is too slow or stuck in a loop")
-            ready, _, _ = select.select([fd], [], [], left)
-            if ready:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    return ""
-                self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return line.decode(errors="replace")
-
-    def _stderr_tail(self) -> str:
-        self._stderr.seek(0)
-        text = self._stderr.read().decode(errors="replace").strip()
-        return text[-800:]
-
-    def _fail(self, reply: str) -> None:
-        if reply.startswith("!E "):
-            raise StrategyError(f"{self.function} raised an exception: {reply[3:]}")
-        if reply.startswith("!V "):
-            raise StrategyError(f"{self.function} returned {reply[3:]}, which is not a move")
-        if reply.startswith("!T "):
-            raise StrategyError(f"{self.function} is too slow: {reply[3:]}")
-        try:
-            self._proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
+            self.worker.write_line("null")
+        except WorkerError:
             pass
-        tail = self._stderr_tail()
-        raise StrategyError(f"the process running {self.function} exited unexpectedly "
-                            f"(exit code {self._proc.returncode})" + (f": {tail}" if tail else ""))
+        self.worker.close()
 
 
-Opponent = Callable[[list[tuple[Any, Any]], Any], Any]
+def _exit_detail(message: str) -> str:
+    """'(exit code N): stderr' from a kit WorkerExited message."""
+    pos = message.find("(exit code")
+    return " " + message[pos:] if pos >= 0 else f": {message}"
 
 
-def play_games(strategy: StrategyProcess, opponent: Opponent,
-               payoff: Callable[[Any, Any], tuple[float, float]],
-               check_move: Callable[[Any], str | None], rng: Any, *, games: int,
-               rounds: int = ROUNDS, total_limit_s: float = TOTAL_LIMIT_S) -> dict[str, Any]:
-    """Play ``games`` games of ``rounds`` rounds; return the row player's mean
-    payoff per round, its standard error over games, and the column player's."""
+def play_games(strategy: Any, opponent: Opponent, payoff: Payoff, check_move: CheckMove, rng: Any,
+               *, games: int, rounds: int = ROUNDS, total_limit_s: float = TOTAL_LIMIT_S,
+               function: str = "row_strategy") -> dict[str, Any]:
+    """Play ``games`` games of ``rounds`` rounds in lockstep; return the row
+    player's mean payoff per round, its standard error over games, and the column
+    player's.  ``strategy`` has ``new_games(n, timeout)`` and
+    ``next_round(columns, timeout)`` (a :class:`StrategyProcess`, or an in-process
+    runner in the benchmark)."""
     started = time.monotonic()
-    row_means: list[float] = []
-    col_means: list[float] = []
-    for game in range(games):
-        history: list[tuple[Any, Any]] = []
-        row_total = col_total = 0.0
-        last_col = None
-        for turn in range(rounds):
-            row = strategy.move(last_col)
+    per_call = getattr(strategy, "per_call_limit_s", PER_CALL_LIMIT_S)
+
+    def budget() -> float:
+        left = total_limit_s - (time.monotonic() - started)
+        if left <= 0:
+            raise StrategyError(f"the {games} games took more than {total_limit_s:g} s in total; "
+                                f"make {function} faster")
+        return min(left, per_call * games * 1.5 + 1.0)
+
+    histories: list[list[tuple[Any, Any]]] = [[] for _ in range(games)]
+    row_totals = [0.0] * games
+    col_totals = [0.0] * games
+    rows = strategy.new_games(games, budget())
+    for turn in range(rounds):
+        columns = []
+        for game in range(games):
+            row = rows[game]
             problem = check_move(row)
             if problem:
-                raise StrategyError(f"row_strategy returned an invalid move {row!r} in game "
+                raise StrategyError(f"{function} returned an invalid move {row!r} in game "
                                     f"{game + 1}, round {turn + 1}: {problem}")
+            history = histories[game]
             col = opponent(history, rng)
             history.append((row, col))
             r, c = payoff(row, col)
-            row_total += r
-            col_total += c
-            last_col = col
-        row_means.append(row_total / rounds)
-        col_means.append(col_total / rounds)
-        if time.monotonic() - started > total_limit_s:
-            raise StrategyError(f"the {games} games took more than {total_limit_s:g} s in total; "
-                                "make row_strategy faster")
+            row_totals[game] += r
+            col_totals[game] += c
+            columns.append(col)
+        if turn + 1 < rounds:
+            rows = strategy.next_round(columns, budget())
+    budget()
+    row_means = [t / rounds for t in row_totals]
     mean = sum(row_means) / games
     var = sum((x - mean) ** 2 for x in row_means) / (games - 1) if games > 1 else 0.0
     return {"score": round(mean, 6), "std_error": round(math.sqrt(var / games), 6),
-            "column_score": round(sum(col_means) / games, 6), "games": games, "rounds": rounds,
-            "seconds": round(time.monotonic() - started, 3)}
+            "column_score": round(sum(col_totals) / rounds / games, 6), "games": games,
+            "rounds": rounds, "seconds": round(time.monotonic() - started, 3)}
 
 
-def grade(game: str, opponent: Opponent, payoff: Callable[[Any, Any], tuple[float, float]],
-          check_move: Callable[[Any], str | None], opponent_name: str) -> None:
-    """The whole grader: read the environment, play, and write the scores file."""
+def grade(game: str, opponent: Opponent, payoff: Payoff, check_move: CheckMove,
+          opponent_name: str) -> None:
+    """The whole grader: read the context, play, and write the scores."""
     import random
 
-    scores_file = Path(os.environ.get("RGYM_SCORES_FILE", "scores.json"))
-    submission = Path(os.environ.get("RGYM_SUBMISSION_DIR", "submission")).resolve()
-    seed_text = os.environ.get("RGYM_SEED", "").strip()
-    seed = int(seed_text) if seed_text else DEFAULT_SEED
+    ctx = context()
+    seed = DEFAULT_SEED if ctx.seed is None else ctx.seed
     # Test hooks only: the runner passes no such variables to graders.
     games = int(os.environ.get("RGYM_GAMETHEORY_GAMES", "") or DEFAULT_GAMES)
     call_limit = float(os.environ.get("RGYM_GAMETHEORY_CALL_LIMIT_S", "") or PER_CALL_LIMIT_S)
-
-    def write(payload: dict[str, Any]) -> None:
-        scores_file.write_text(json.dumps(payload, indent=2))
-
-    if not (submission / "strategy.py").is_file():
-        write({"error": "strategy.py is missing from the submission: keep the file and its "
-                        "row_strategy(history) function in the workspace root",
-               "missing_submission": True})
+    if not (ctx.submission_dir / "strategy.py").is_file():
+        write_error("strategy.py is missing from the submission: keep the file and its "
+                    "row_strategy(history) function in the workspace root", missing_submission=True)
         return
     rng = random.Random(f"rgym-{game}-opponent-{seed}")
     strategy = None
     try:
-        strategy = StrategyProcess(submission, f"rgym-{game}-strategy-{seed}",
-                                   per_call_limit_s=call_limit)
+        strategy = StrategyProcess(f"rgym-{game}-strategy-{seed}", per_call_limit_s=call_limit)
         result = play_games(strategy, opponent, payoff, check_move, rng, games=games)
     except StrategyError as exc:
-        write({"error": str(exc)})
+        write_error(str(exc))
         return
     finally:
         if strategy is not None:
             strategy.close()
-    write({"scores": {"Score": result.pop("score")},
-           "details": {**result, "seed": seed, "per_call_limit_s": call_limit,
-                       "opponent": opponent_name,
-                       "note": "Score is the mean payoff per round of the row player; "
-                               "std_error is its standard error over the games"}})
+    write_scores({"Score": result.pop("score")},
+                 details={**result, "seed": seed, "per_call_limit_s": call_limit,
+                          "opponent": opponent_name,
+                          "note": "Score is the mean payoff per round of the row player; "
+                                  "std_error is its standard error over the games"})

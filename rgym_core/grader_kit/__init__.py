@@ -1,0 +1,43 @@
+"""rgym's grader kit: what a task's grader needs, in any sandbox (standard library only).
+
+The runner copies this package into every evaluation folder as
+``grader/rgym_grader_kit/``, so a grader (``python grader/evaluate.py``) does::
+
+    from rgym_grader_kit import context, write_scores, write_error, FunctionWorker
+
+* :func:`context`: the grading's folders, kind, seed and profile;
+* :func:`write_scores` / :func:`write_error`: the only way scores should be written
+  (every worker is stopped first; the file is replaced atomically, never through a link);
+* :func:`read_submission_file`: a submission file's bytes, links refused;
+* :func:`run_worker`, :func:`start_worker`, :class:`FunctionWorker`: run the
+  submission's code confined (another unprivileged user, no network, no view of
+  ``grader/``, ``private/``, the seed or the grader's process, limits, whole process
+  tree killed before scores are written).
+"""
+
+from __future__ import annotations
+
+from ._manager import Limits
+from .context import GradingContext, context, read_submission_file, write_error, write_scores
+from .protocol import EVAL_MOUNT, SCORES_FILE
+from .workers import (
+    AgentCodeError,
+    ConfinementError,
+    FunctionWorker,
+    Worker,
+    WorkerError,
+    WorkerExited,
+    WorkerProtocolError,
+    WorkerResult,
+    WorkerTimeout,
+    end_workers,
+    run_worker,
+    start_worker,
+)
+
+__all__ = [
+    "EVAL_MOUNT", "SCORES_FILE", "AgentCodeError", "ConfinementError", "FunctionWorker",
+    "GradingContext", "Limits", "Worker", "WorkerError", "WorkerExited", "WorkerProtocolError",
+    "WorkerResult", "WorkerTimeout", "context", "end_workers", "read_submission_file",
+    "run_worker", "start_worker", "write_error", "write_scores",
+]
