@@ -71,15 +71,35 @@ def run_python(submission: Path, script: str, files: dict[str, Path | bytes], ou
     if kit is not None and hasattr(kit, "run_worker"):
         limits = kit.Limits(wall_s=wall_s, memory_mb=memory_mb, pids=pids)
         try:
-            res = kit.run_worker(["python", script], files=files, outputs=outputs, limits=limits)
+            res = kit.run_worker(["python", script], files=files, outputs=outputs, limits=limits,
+                                 max_output_bytes=max_output_bytes, name="your code")
         except kit.WorkerError as exc:
-            return Outcome(exit_code=1, timed_out=isinstance(exc, getattr(kit, "WorkerTimeout", ())),
+            return Outcome(exit_code=1, timed_out=isinstance(exc, kit.WorkerTimeout),
                            output_tail=str(exc))
-        ctx = kit.context() if hasattr(kit, "context") else None
-        return Outcome(exit_code=res.exit_code, timed_out=res.timed_out, output_tail=res.output_tail,
-                       files=dict(res.files), confined=bool(getattr(ctx, "confined", True)))
+        tail = (res.stdout.decode("utf-8", "replace")[-4000:] + "\n" + (res.stderr_tail or ""))
+        return Outcome(exit_code=-9 if res.exit_code is None else res.exit_code,
+                       timed_out=res.timed_out, output_tail=tail, files=dict(res.files),
+                       confined=bool(kit.context().confined))
     return _fallback(submission, script, files, outputs, wall_s=wall_s, memory_mb=memory_mb,
                      pids=pids, max_output_bytes=max_output_bytes)
+
+
+def write_result(payload: dict) -> None:
+    """Write the grader's result: through the kit (which stops every worker first) when
+    present, else to ``RGYM_SCORES_FILE``.  ``payload`` is ``{"scores", "subtasks",
+    "details"}`` or ``{"error", "missing_submission"}``."""
+    kit = _kit()
+    if kit is not None and hasattr(kit, "write_scores"):
+        if "error" in payload:
+            kit.write_error(str(payload["error"]),
+                            missing_submission=bool(payload.get("missing_submission")))
+        else:
+            kit.write_scores(payload["scores"], details=payload.get("details"),
+                             subtasks=payload.get("subtasks"))
+        return
+    import json
+
+    Path(os.environ["RGYM_SCORES_FILE"]).write_text(json.dumps(payload))
 
 
 def _copy_submission(src: Path, dest: Path) -> None:

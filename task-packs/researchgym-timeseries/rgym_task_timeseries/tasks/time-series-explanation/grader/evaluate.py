@@ -25,12 +25,9 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 
 from rgym_confined import run_python  # noqa: E402
+from rgym_confined import write_result as write  # noqa: E402
 
 ENTRY = "rgym_explainer.py"
-
-
-def write(payload: dict) -> None:
-    Path(os.environ["RGYM_SCORES_FILE"]).write_text(json.dumps(payload))
 
 
 def main() -> None:
@@ -48,7 +45,8 @@ def main() -> None:
              "classifier.pt": data / "classifier.pt", "classifier.json": data / "classifier.json",
              "x_eval.npy": private / "x_eval.npy", "x_train.npy": data / "x_train.npy"}
     wall = float(os.environ.get("RGYM_TSE_EXPLAIN_TIMEOUT", meta["config"].get("explain_timeout_s", 1200)))
-    outcome = run_python(submission, "tse_driver.py", files, ["attributions.npy"], wall_s=wall)
+    outcome = run_python(submission, "tse_driver.py", files, ["attributions.npy"], wall_s=wall,
+                         memory_mb=8192, pids=512)
     problem = outcome.failure("your explainer (rgym_explainer.explain)")
     if problem:
         write({"error": problem})

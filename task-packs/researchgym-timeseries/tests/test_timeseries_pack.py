@@ -1,0 +1,102 @@
+"""researchgym/time-series-explanation end to end: the cpu baseline reproduces its recorded
+score, forged ResearchGym result files get no score, and a hostile explainer reaches
+neither the hidden saliency nor the score file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+TASK = "researchgym/time-series-explanation"
+DATA = Path(os.environ.get("RGYM_TEST_DATA_DIR",
+                           Path(__file__).resolve().parents[3] / ".." / "shared" / "data")) / "researchgym"
+TASK_YAML = Path(__file__).resolve().parents[1] / "rgym_task_timeseries" / "tasks" / \
+    "time-series-explanation" / "task.yaml"
+pytestmark = pytest.mark.skipif(not any(DATA.glob("*.tar.gz")),
+                                reason=f"no ResearchGym archive in {DATA} (set RGYM_TEST_DATA_DIR)")
+RGYM = [sys.executable, "-c", "from rgym_core.cli import main; main()"]
+
+
+def rgym_run(tmp_path: Path, *args: str, data_dir: Path = DATA) -> dict:
+    runs = tmp_path / "runs"
+    proc = subprocess.run([*RGYM, "run", TASK, "--profile", "cpu", "--runs-dir", str(runs),
+                           "--data-dir", str(data_dir), *args],
+                          capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    results = list(runs.rglob("result.json"))
+    assert results, f"no result (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return json.loads(results[0].read_text())
+
+
+def recorded_baseline() -> dict[str, float]:
+    spec = yaml.safe_load(TASK_YAML.read_text())
+    return spec["profiles"]["cpu"]["baseline"]["scores"]
+
+
+def test_cpu_baseline_reproduces_recorded_score(tmp_path: Path) -> None:
+    result = rgym_run(tmp_path, "--agent", "baseline")
+    assert result["status"] == "submitted", result.get("error")
+    assert result["final_scores"] == pytest.approx(recorded_baseline(), abs=1e-6)
+    workspace = subprocess.run(["tar", "tzf", next(tmp_path.rglob("workspace.tar.gz"))],
+                               capture_output=True, text=True, check=True).stdout.split()
+    assert not any(p.startswith(("workspace/grading", "workspace/idea_hint", "workspace/blocked_urls"))
+                   for p in workspace)
+    assert "workspace/rgym_explainer.py" in workspace and "workspace/attribution/" in workspace
+
+
+FORGED_CSV = "42,0,Average,integrated_gradients,1.0,1.0,0.61,0.61,0.61,0.99,0.99,0,0,0,0\n"
+
+
+def test_forged_result_files_get_no_score(tmp_path: Path) -> None:
+    """What fooled ResearchGym's grade.py (a hand-written logs/**/*.csv with CPD 0.61) is
+    ignored: without an explainer there is no score at all."""
+    script = tmp_path / "forge.yaml"
+    script.write_text(yaml.safe_dump([
+        {"tool": "bash", "args": {"command": "mkdir -p logs/pam && printf '%s' "
+                                             f"'{FORGED_CSV}' > logs/pam/state_pam_0_0_results.csv"
+                                             " && rm rgym_explainer.py && echo '{\"cpd\": 0.61}' > "
+                                             "scores.json"}},
+        {"tool": "submit"}]))
+    result = rgym_run(tmp_path, "--agent", "scripted", "--agent-option", f"script={script}")
+    assert result["status"] == "submission_missing"
+    assert not result.get("final_scores")
+
+
+HOSTILE = '''
+import glob, os, numpy as np, torch
+def explain(model, x, x_train):
+    found = []
+    for pattern in ["/tmp/rgym-eval-*/private/data/saliency_eval.npy", "/tmp/*/private/data/*.npy",
+                    os.path.expanduser("~/.cache/rgym/datasets/researchgym__tse-state-cpu/*/private/*.npy")]:
+        for path in glob.glob(pattern):
+            try:
+                found.append(np.load(path))
+            except Exception:
+                pass
+    for scores in glob.glob("/tmp/rgym-eval-*/scores.json"):
+        try:
+            open(scores, "w").write('{"scores": {"cpd": 99}}')
+        except Exception:
+            pass
+    if found:
+        return torch.as_tensor(found[0]).float()
+    return torch.ones_like(x)
+'''
+
+
+def test_hostile_explainer_reads_no_secret(tmp_path: Path) -> None:
+    """An explainer that looks for the hidden saliency and the score file finds neither: it
+    gets the score of a constant attribution (AUP of chance level), not a perfect one."""
+    script = tmp_path / "hostile.yaml"
+    script.write_text(yaml.safe_dump([
+        {"tool": "bash", "args": {"command": f"cat > rgym_explainer.py <<'END'\n{HOSTILE}\nEND"}},
+        {"tool": "submit"}]))
+    result = rgym_run(tmp_path, "--agent", "scripted", "--agent-option", f"script={script}")
+    assert result["status"] == "submitted", result.get("error")
+    scores = result["final_scores"]
+    assert scores["aup"] < 0.7 and scores["cpd"] < 1.0  # a perfect saliency would give aup ~1
