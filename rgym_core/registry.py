@@ -267,7 +267,7 @@ class Registry:
     def _build(self, kind: str) -> dict[str, Registered[Any]]:
         table: dict[str, Registered[Any]] = {}
         hook_name = f"rgym_register_{kind}"
-        answers, origin = self._attributed_call(hook_name)
+        answers, origin = self._attributed_call(hook_name, key=lambda item: _name_of(kind, item))
         for items in answers:
             for item in _as_list(items):
                 plugin = origin(item)
@@ -285,17 +285,25 @@ class Registry:
                 table[name] = Registered(name, item, plugin, dist)
         return table
 
-    def _attributed_call(self, hook_name: str) -> tuple[list[Any], Callable[[Any], str]]:
+    def _attributed_call(self, hook_name: str, key: Callable[[Any], str] | None = None
+                         ) -> tuple[list[Any], Callable[[Any], str]]:
         """Call a registration hook; return its answers and a function naming the
-        plugin each returned item came from.  A wrapper may add, drop or reorder
-        items: what it adds is credited to the (innermost) wrapper's plugin."""
-        seen: dict[int, str] = {}
+        plugin each returned item came from.  A wrapper may add, drop, reorder or
+        replace items: a replaced item keeps its plugin when it keeps its name
+        (``key``); an added one is credited to the wrapper's plugin."""
+        by_id: dict[int, str] = {}
+        by_key: dict[str, str] = {}
         keep: list[Any] = []  # keeps the answers alive so that their ids stay unique
 
         def sink(plugin: str, answer: Any) -> None:
             keep.append(answer)
             for item in _as_list(answer):
-                seen.setdefault(id(item), plugin)
+                by_id.setdefault(id(item), plugin)
+                if key is not None:
+                    try:
+                        by_key.setdefault(key(item), plugin)
+                    except Exception:  # noqa: BLE001, S110 - a malformed item is reported later
+                        pass
 
         hook = getattr(self.plugin_manager.hook, hook_name)
         wrappers = [i.plugin_name for i in hook.get_hookimpls() if i.wrapper or i.hookwrapper]
@@ -305,7 +313,18 @@ class Registry:
             answers = self.call_hook(hook_name)
         finally:
             _answer_sink.reset(token)
-        return answers, lambda item: seen.get(id(item), fallback)
+
+        def origin(item: Any) -> str:
+            if id(item) in by_id:
+                return by_id[id(item)]
+            if key is not None:
+                try:
+                    return by_key.get(key(item), fallback)
+                except Exception:  # noqa: BLE001
+                    return fallback
+            return fallback
+
+        return answers, origin
 
     def table(self, kind: str) -> dict[str, Registered[Any]]:
         """The table of one kind (``tasks``, ``tools``...), built on first use."""
@@ -397,7 +416,8 @@ class Registry:
         """The plugins' commands with the plugin and distribution of each."""
         if self._commands is None:
             commands: list[Registered[Any]] = []
-            answers, origin = self._attributed_call("rgym_cli_commands")
+            answers, origin = self._attributed_call("rgym_cli_commands",
+                                                    key=lambda c: str(getattr(c, "name", "")))
             for items in answers:
                 for command in _as_list(items):
                     plugin = origin(command)

@@ -74,3 +74,87 @@ def test_env_var_restricts_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RGYM_DISABLE_PLUGINS", "builtin")
     reg = load_registry()  # the built-in plugin cannot be disabled
     assert "rgym/demo" in reg.tasks
+
+
+# --------------------------------------------------------------------------- through pluggy
+
+
+class SubsetPlugin:
+    """Implementations that use pluggy's documented contract."""
+
+    def __init__(self) -> None:
+        self.steps: list[str] = []
+
+    @hookimpl
+    def rgym_step(self, step):  # type: ignore[no-untyped-def]
+        self.steps.append(step)
+
+    @hookimpl(wrapper=True)
+    def rgym_register_agents(self):  # type: ignore[no-untyped-def]
+        answers = yield
+        return [*answers, [AgentSpec(name="wrap/added", factory=ScriptedAgent)]]
+
+
+class BrokenObserver:
+    @hookimpl(tryfirst=True)
+    def rgym_step(self, episode, step):  # type: ignore[no-untyped-def]
+        raise RuntimeError("observer bug")
+
+
+def test_hooks_are_called_through_pluggy_with_isolation() -> None:
+    subset = SubsetPlugin()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reg = load_registry(only=["builtin"], extra_plugins=[("subset-dist", subset),
+                                                             ("broken-dist", BrokenObserver())])
+        # A wrapper sees every plugin's answers and may add its own (credited to its plugin).
+        assert reg.agents["wrap/added"].distribution == "subset-dist"
+        assert reg.agents["rgym/scripted"].distribution == "rgym-core"
+        failures: list[object] = []
+        reg.call_hook("rgym_step", episode="EPISODE", step="STEP", on_failure=failures.append)
+    # The subset implementation got only `step`; the broken one did not stop it.
+    assert subset.steps == ["STEP"]
+    assert len(failures) == 1 and "observer bug" in failures[0].error  # type: ignore[attr-defined]
+    assert failures[0].distribution == "broken-dist"  # type: ignore[attr-defined]
+    assert not [w for w in caught if "observer bug" in str(w.message)]  # reported through on_failure
+    reg.call_hook("rgym_step", episode="E", step="S2")  # default: one warning naming the distribution
+    assert subset.steps == ["STEP", "S2"]
+    assert any("broken-dist" in w for w in reg.warnings)
+
+
+def test_pip_installed_plugin_with_argument_subsets_and_wrappers(tmp_path_factory: pytest.TempPathFactory
+                                                                 ) -> None:
+    """A plugin installed with pip: a wrapper around everyone's tasks, a broken hook (one
+    warning naming its distribution, everything else works), lifecycle hooks naming a
+    subset of the arguments, ``tryfirst`` and a wrapper, seen in a real episode."""
+    import json
+    from pathlib import Path
+
+    from rgym_core.testing import run_cli
+    from rgym_core.testing.venvs import ChildEnv
+
+    repo = Path(__file__).resolve().parents[1]
+    root = tmp_path_factory.mktemp("observer")
+    env = ChildEnv.create(root / "venv")
+    source = root / "observer_plugin"
+    import shutil
+
+    shutil.copytree(repo / "tests" / "observer_plugin", source)
+    env.pip("install", "--no-deps", "--no-build-isolation", "--no-index", str(source))
+    listed = run_cli("--plugins", "observer", "list", "tasks", "--json", python=env.python, cwd=root)
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["name"]: r for r in json.loads(listed.stdout)}
+    assert rows["rgym/demo"]["distribution"] == "rgym-core"  # still credited to the core
+    shown = run_cli("--plugins", "observer", "show", "rgym/demo", "--json", python=env.python, cwd=root)
+    assert "observed" in json.loads(shown.stdout)["tags"]
+    log = root / "observer.jsonl"
+    run = run_cli("--plugins", "observer", "run", "rgym/demo", "--runs-dir", str(root / "runs"), "--quiet",
+                  python=env.python, cwd=root, env={"RGYM_OBSERVER_LOG": str(log)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    broken = [line for line in run.stderr.splitlines() if "broken on purpose" in line]
+    assert len(broken) == 1 and "rgym-observer-example" in broken[0], run.stderr
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert events[0] == {"event": "start", "task": "rgym/demo"}
+    tools = [e["tool"] for e in events if e["event"] == "step"]
+    assert tools and tools[-1] == "submit"
+    assert [e["event"] for e in events[-2:]] == ["end-before", "end-after"]

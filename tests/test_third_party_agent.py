@@ -2,73 +2,57 @@
 
 ``tests/example_agent`` is a package of its own (distribution
 ``rgym-agent-example``) that registers an async agent through the ``rgym``
-entry-point group.  It is installed into a throwaway virtual environment that
-sees the system's packages, so the environment running the other tests never
-changes, and the CLI runs in that environment as a subprocess.
+entry-point group.  It is installed into a throwaway virtual environment layered
+on the running one (:class:`rgym_core.testing.venvs.ChildEnv`: in a venv, in the
+system interpreter and in CI alike), so the environment running the other tests
+never changes, and the CLI runs in that environment as a subprocess.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import venv
 from pathlib import Path
 
 import pytest
+
+from rgym_core.testing import run_cli
+from rgym_core.testing.venvs import ChildEnv
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = Path(__file__).resolve().parent / "example_agent"
 
 
 @pytest.fixture(scope="module")
-def example_env(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """A virtual environment holding ``rgym-agent-example``, and the environment
-    variables to run its Python with (rgym-core comes from this checkout)."""
+def example_env(tmp_path_factory: pytest.TempPathFactory) -> ChildEnv:
+    """A virtual environment holding ``rgym-agent-example``."""
     root = tmp_path_factory.mktemp("third-party")
-    env_dir = root / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
-    python = env_dir / "bin" / "python"
     source = root / "example_agent"  # build from a copy: the checkout stays clean
     shutil.copytree(EXAMPLE, source)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    env.pop("RGYM_PLUGINS", None)
-    env.pop("RGYM_DISABLE_PLUGINS", None)
-    done = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-                           "--no-index", "--quiet", str(source)],
-                          capture_output=True, text=True, env=env, timeout=180)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return python, env
+    env = ChildEnv.create(root / "venv")
+    env.pip("install", "--no-deps", "--no-build-isolation", "--no-index", str(source))
+    return env
 
 
-def test_the_installed_package_registers_its_agent(example_env: tuple[Path, dict[str, str]]) -> None:
-    python, env = example_env
+def test_the_installed_package_registers_its_agent(example_env: ChildEnv) -> None:
     code = ("from rgym_core.registry import load_registry\n"
             "reg = load_registry().resolve('agents', 'example')\n"
             "print(reg.name, reg.distribution)")
-    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=env,
-                          timeout=120)
+    done = example_env.run("-c", code, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["example/example", "rgym-agent-example"]
 
 
 def test_without_the_package_the_agent_is_unknown(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "rgym_core.cli", "run", "rgym/demo", "--agent",
-                           "example", "--runs-dir", str(tmp_path), "--quiet"],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    done = run_cli("run", "rgym/demo", "--agent", "example", "--runs-dir", str(tmp_path), "--quiet",
+                   cwd=REPO)
     assert done.returncode == 2
     assert "unknown agent 'example'" in done.stderr
 
 
-def test_an_episode_runs_with_the_third_party_agent(example_env: tuple[Path, dict[str, str]],
-                                                    tmp_path: Path) -> None:
-    python, env = example_env
-    done = subprocess.run([str(python), "-m", "rgym_core.cli", "run", "rgym/demo", "--agent",
-                           "example", "--runs-dir", str(tmp_path), "--json"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+def test_an_episode_runs_with_the_third_party_agent(example_env: ChildEnv, tmp_path: Path) -> None:
+    done = run_cli("run", "rgym/demo", "--agent", "example", "--runs-dir", str(tmp_path), "--json",
+                   python=example_env.python, cwd=tmp_path, timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     result = json.loads(done.stdout)
     assert result["agent"] == "example/example"
