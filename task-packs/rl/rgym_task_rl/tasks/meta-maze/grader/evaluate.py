@@ -1,0 +1,11 @@
+"""Grader of mlgym/meta-maze (hidden from the agent): see rl_grading.py."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from rl_grading import grade  # noqa: E402
+
+if __name__ == "__main__":
+    grade("MetaMaze-misc", horizon=199)
