@@ -1,0 +1,1 @@
+"""rgym pack: ResearchGym cross-modal-retrieval."""
