@@ -19,6 +19,7 @@ from rgym_task_sat.plugin import rgym_register_tasks
 
 from rgym_core import load_task
 from rgym_core.checks import check_pack
+from rgym_core.grader_protocol import install_kit
 from rgym_core.grading import resolve_includes
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "rgym_task_sat" / "tasks" / "3sat"
@@ -32,6 +33,7 @@ def _layout(tmp: Path, heuristic: str | None, grader: Path = GRADER) -> Path:
     shutil.copytree(grader, root / "grader")
     for name, source in resolve_includes(load_task(TASK_DIR)).items():
         shutil.copy(source, root / "grader" / name)
+    install_kit(root / "grader")
     (root / "data").mkdir()
     (root / "private").mkdir()
     shutil.copy(STARTER / "solver.py", root / "submission" / "solver.py")
@@ -223,7 +225,8 @@ FAILURES = [
      "    return sat\n"
      "solver.DPLL.solve = claim\n", ["wrong answer", "does not satisfy the clause"]),
     ("import solver\nsolver.DPLL.solve = lambda self: False\n"
-     "def heuristic_fn(*args):\n    return None\n", ["wrong answer", "answered UNSAT but the formula is SAT"]),
+     "def heuristic_fn(*args):\n    return None\n",
+     ["formula n20-unsat-01", "not a search of the reference solver", "must not change the solver"]),
     ("def heuristic_fn(*args):\n    while True:\n        pass\n", ["took more than 1 s", "faster"]),
     ("import nonexistent_module_xyz\n", ["cannot import heuristic_fn", "ModuleNotFoundError"]),
 ]

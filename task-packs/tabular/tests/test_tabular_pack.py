@@ -24,6 +24,7 @@ from rgym_task_tabular import plugin, prepare
 from rgym_task_tabular.datasource import cached_build, raw_files
 
 from rgym_core.datasets import DatasetError
+from rgym_core.grader_protocol import install_kit
 from rgym_core.packs import load_dataset, load_task
 from rgym_core.registry import load_registry
 
@@ -50,6 +51,7 @@ def run_grader(task: str, submission_dir: Path, private: Path, tmp: Path) -> dic
     """Run a hidden grader as the runner does (grader protocol), return its JSON."""
     root = tmp / "eval"
     shutil.copytree(TASKS / task / "grader", root / "grader")
+    install_kit(root / "grader")
     shutil.copytree(private, root / "private" / "data")
     env = {**os.environ, "RGYM_SUBMISSION_DIR": str(submission_dir),
            "RGYM_GRADER_DIR": str(root / "grader"), "RGYM_DATA_DIR": str(root / "data"),

@@ -1,42 +1,45 @@
 """Grader of rgym/demo: r2 and rmse of submission.csv against the hidden answers."""
 
 import csv
-import json
+import io
 import math
-import os
-import sys
-from pathlib import Path
 
-scores_file = Path(os.environ["RGYM_SCORES_FILE"])
-submission = Path(os.environ["RGYM_SUBMISSION_DIR"]) / "submission.csv"
-answers_file = Path(os.environ["RGYM_GRADER_DIR"]) / "answers.csv"
+from rgym_grader_kit import context, read_submission_file, write_error, write_scores
+
+ctx = context()
+answers_file = ctx.grader_dir / "answers.csv"
 
 
-def fail(message, missing=False):
-    scores_file.write_text(json.dumps({"error": message, "missing_submission": missing}))
-    sys.exit(0)
-
-
-if not submission.is_file():
-    fail("submission.csv not found in the workspace: run `python baseline.py` or write it "
-         "yourself (columns id,y)", missing=True)
-with answers_file.open() as fh:
-    answers = {r["id"]: float(r["y"]) for r in csv.DictReader(fh)}
-try:
-    with submission.open() as fh:
-        reader = csv.DictReader(fh)
-        if reader.fieldnames is None or not {"id", "y"} <= set(reader.fieldnames):
-            fail(f"submission.csv must have the columns id,y; found {reader.fieldnames}")
+def main():
+    try:
+        text = read_submission_file("submission.csv", max_bytes=10_000_000).decode("utf-8")
+    except FileNotFoundError:
+        return write_error("submission.csv not found in the workspace: run `python baseline.py` or "
+                           "write it yourself (columns id,y)", missing_submission=True)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return write_error(f"submission.csv cannot be read: {exc}")
+    with answers_file.open() as fh:
+        answers = {r["id"]: float(r["y"]) for r in csv.DictReader(fh)}
+    reader = csv.DictReader(io.StringIO(text))
+    if reader.fieldnames is None or not {"id", "y"} <= set(reader.fieldnames):
+        return write_error(f"submission.csv must have the columns id,y; found {reader.fieldnames}")
+    try:
         predicted = {r["id"]: float(r["y"]) for r in reader}
-except ValueError as exc:
-    fail(f"submission.csv has a value that is not a number: {exc}")
-missing = sorted(set(answers) - set(predicted), key=int)
-if missing:
-    fail(f"submission.csv lacks predictions for {len(missing)} ids (first: {missing[0]})")
-errors = [predicted[k] - y for k, y in answers.items()]
-mean = sum(answers.values()) / len(answers)
-ss_res = sum(e * e for e in errors)
-ss_tot = sum((y - mean) ** 2 for y in answers.values())
-scores = {"r2": 1 - ss_res / ss_tot, "rmse": math.sqrt(ss_res / len(errors))}
-scores_file.write_text(json.dumps({"scores": scores, "details": {"n": len(errors)}}))
-print(json.dumps(scores))
+    except (TypeError, ValueError) as exc:
+        return write_error(f"submission.csv has a value that is not a number: {exc}")
+    missing = sorted(set(answers) - set(predicted), key=int)
+    if missing:
+        return write_error(f"submission.csv lacks predictions for {len(missing)} ids "
+                           f"(first: {missing[0]})")
+    if not all(math.isfinite(predicted[k]) for k in answers):
+        return write_error("submission.csv has a prediction that is not a finite number")
+    errors = [predicted[k] - y for k, y in answers.items()]
+    mean = sum(answers.values()) / len(answers)
+    ss_res = sum(e * e for e in errors)
+    ss_tot = sum((y - mean) ** 2 for y in answers.values())
+    scores = {"r2": 1 - ss_res / ss_tot, "rmse": math.sqrt(ss_res / len(errors))}
+    write_scores(scores, details={"n": len(errors)})
+    print(scores)
+
+
+main()

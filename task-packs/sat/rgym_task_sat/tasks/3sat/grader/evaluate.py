@@ -1,18 +1,29 @@
 """Grader of mlgym/3sat (hidden from the agent).
 
-Checks the instance file against its recorded SHA-256, then solves every
-formula with ``reference_solver.py`` (the pack's pristine starter ``solver.py``,
-copied into this folder through ``grader.include``) and the agent's
-``heuristic_fn``.  The agent's code runs in a separate Python process started
-with ``-c`` in the submission folder, with a scrubbed environment: it receives
-one formula at a time and never the labels nor this folder's path, and it runs
-in a private copy of the submission outside the evaluation folder.  Every
-answer is checked here: a claimed model must satisfy the formula, and SAT or
-UNSAT must agree with the recorded label.
+Checks the instance file against its recorded SHA-256, then solves every formula
+with ``reference_solver.py`` (the pack's pristine starter ``solver.py``, copied into
+this folder through ``grader.include``) and the agent's ``heuristic_fn``.
 
-Metrics: ``Time`` (primary, minimise, as MLGym): the wall-clock seconds of all
-solves, measured here around each request, so it depends on the machine;
-``Decisions``: the number of heuristic decisions, which does not.
+The agent's code runs in a confined worker of the grader kit (``rgym_grader_kit``):
+another unprivileged user, no network, a private copy of the submission, no view of
+this folder (the labels), of the seed or of this process.  It receives one formula
+at a time, solves it with the reference solver (sent to it) and the heuristic, and
+answers the verdict, the model and the *decision trace* (every decision the
+heuristic made, in order).
+
+What is trusted, and why:
+
+* **Correctness**: the verdict must match the recorded label and a SAT model must
+  satisfy every clause (checked here).
+* **Decisions**: counted here, not taken from the worker.  The grader replays the
+  reported trace with its own copy of the solver: the replay must need exactly those
+  decisions, in that order, and reach the same verdict.  A worker that changes the
+  solver, invents a short trace or reports a false count gets an error.
+* **Time** (primary, as MLGym): the wall-clock seconds of all solves, measured here
+  around each request, so it depends on the machine, and it includes whatever the
+  agent's process did.  Its lower bound is trusted: each formula counts at least the
+  time the grader's own solver takes to replay the trace, so a worker that patches
+  the solver to run faster gains nothing over a heuristic that costs nothing.
 """
 
 from __future__ import annotations
@@ -20,22 +31,31 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import select
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from reference_solver import DPLL, HeuristicError  # noqa: E402
+from rgym_grader_kit import (  # noqa: E402
+    Limits,
+    WorkerError,
+    context,
+    start_worker,
+    write_error,
+    write_scores,
+)
+
 INSTANCES = HERE / "instances.json"
 INSTANCES_SHA256 = "547e6e55581c39a279a02c5a73b402ad13a2a39c71aa25f672b3f79ec37f14c7"
 PER_INSTANCE_LIMIT_S = 60.0
 TOTAL_LIMIT_S = 600.0
 IMPORT_LIMIT_S = 60.0
+WORKER_LIMITS = Limits(wall_s=TOTAL_LIMIT_S + IMPORT_LIMIT_S + 60.0, memory_mb=2048, pids=32,
+                       file_mb=64)
 
 WORKER = r'''
 import json, os, random, sys, traceback, types
@@ -68,6 +88,13 @@ for line in stdin:
         break
     random.seed(0)
     run = solver.DPLL(request, heuristic_fn)
+    trace = []
+    decide = run._decide
+    def recorded(unresolved):
+        var, value = decide(unresolved)
+        trace.append(var if value else -var)
+        return var, value
+    run._decide = recorded
     try:
         sat = run.solve()
     except solver.HeuristicError as exc:
@@ -82,7 +109,7 @@ for line in stdin:
     model = None
     if sat and isinstance(run.model, dict):
         model = sorted(v if value else -v for v, value in run.model.items())
-    say({"sat": bool(sat), "model": model, "decisions": int(run.num_decisions)})
+    say({"sat": bool(sat), "model": model, "decisions": int(run.num_decisions), "trace": trace})
 '''
 
 
@@ -91,19 +118,14 @@ class SubmissionError(Exception):
 
 
 class HeuristicProcess:
-    """The agent's heuristic in its own process, with the grader's solver."""
+    """The agent's heuristic in a confined worker, with the grader's solver."""
 
-    def __init__(self, submission: Path) -> None:
-        self._stderr = tempfile.TemporaryFile()
-        self._workdir = Path(tempfile.mkdtemp(prefix="rgym-heuristic-"))
-        shutil.copytree(submission, self._workdir, dirs_exist_ok=True)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self._workdir),
-               "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "LC_ALL": "C.UTF-8",
-               "OMP_NUM_THREADS": "1"}
-        self._proc = subprocess.Popen([sys.executable, "-s", "-c", WORKER], cwd=self._workdir,
-                                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=self._stderr, start_new_session=True)
-        self._buffer = b""
+    def __init__(self) -> None:
+        try:
+            self.worker = start_worker(["python", "-c", WORKER], limits=WORKER_LIMITS,
+                                       name="the process running heuristic_fn")
+        except WorkerError as exc:
+            raise SubmissionError(str(exc)) from None
         try:
             self._send((HERE / "reference_solver.py").read_text())
             reply = self._receive(IMPORT_LIMIT_S, "to import heuristic.py")
@@ -117,40 +139,26 @@ class HeuristicProcess:
         self._send(clauses)
         reply = self._receive(limit_s, "for one formula")
         if "error" in reply:
-            raise SubmissionError(reply["error"])
+            raise SubmissionError(str(reply["error"]))
         return reply
 
     def close(self) -> None:
-        if self._proc.poll() is None:
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self._proc.wait()
-        self._stderr.close()
-        shutil.rmtree(self._workdir, ignore_errors=True)
+        self.worker.close()
 
     def _send(self, obj: Any) -> None:
         try:
-            os.write(self._proc.stdin.fileno(), (json.dumps(obj) + "\n").encode())
-        except BrokenPipeError:
-            self._died()
+            self.worker.write_line(json.dumps(obj))
+        except WorkerError as exc:
+            raise SubmissionError(self._died(exc)) from None
 
     def _receive(self, timeout: float, what: str) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        fd = self._proc.stdout.fileno()
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
+        try:
+            line = self.worker.read_line(timeout)
+        except WorkerError as exc:
+            if "did not answer" in str(exc):
                 raise SubmissionError(f"the solver with your heuristic_fn took more than "
-                                      f"{timeout:g} s {what}; make the heuristic faster")
-            ready, _, _ = select.select([fd], [], [], left)
-            if ready:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    self._died()
-                self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
+                                      f"{timeout:g} s {what}; make the heuristic faster") from None
+            raise SubmissionError(self._died(exc)) from None
         try:
             reply = json.loads(line)
         except ValueError:
@@ -159,15 +167,47 @@ class HeuristicProcess:
             raise SubmissionError("the process running heuristic_fn sent an unreadable answer")
         return reply
 
-    def _died(self) -> None:
-        try:
-            self._proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass
-        self._stderr.seek(0)
-        tail = self._stderr.read().decode(errors="replace").strip()[-800:]
-        raise SubmissionError(f"the process running heuristic_fn exited unexpectedly (exit code "
-                              f"{self._proc.returncode})" + (f": {tail}" if tail else ""))
+    @staticmethod
+    def _died(exc: WorkerError) -> str:
+        text = str(exc)
+        pos = text.find("(exit code")
+        return ("the process running heuristic_fn exited unexpectedly "
+                + (text[pos:] if pos >= 0 else f": {text}"))
+
+
+def replay(instance: dict[str, Any], reply: dict[str, Any]) -> tuple[int, float]:
+    """Solve ``instance`` with the grader's own solver, making exactly the decisions
+    of the worker's trace; return the number of decisions and the seconds taken.
+    Raises SubmissionError when the trace is not a search of the reference solver."""
+    name = f"formula {instance['id']}"
+    trace = reply.get("trace")
+    if not isinstance(trace, list) or not all(isinstance(x, int) and not isinstance(x, bool)
+                                              for x in trace):
+        raise SubmissionError(f"{name}: the answer comes without a decision trace")
+    position = 0
+
+    def next_decision(*_: Any) -> tuple[int, bool]:
+        nonlocal position
+        if position >= len(trace):
+            raise HeuristicError("the trace ran out")
+        literal = trace[position]
+        position += 1
+        return abs(literal), literal > 0
+
+    started = time.perf_counter()
+    run = DPLL(instance["clauses"], next_decision)
+    try:
+        sat = run.solve()
+    except (HeuristicError, RecursionError) as exc:
+        raise SubmissionError(f"{name}: the decisions reported by the process running heuristic_fn "
+                              f"are not a search of the reference solver ({exc}); heuristic.py "
+                              "must not change the solver") from None
+    spent = time.perf_counter() - started
+    if position != len(trace) or sat != reply.get("sat") or sat != (instance["label"] == "SAT"):
+        raise SubmissionError(f"{name}: the decisions reported by the process running heuristic_fn "
+                              "do not reproduce its answer with the reference solver; heuristic.py "
+                              "must not change the solver")
+    return run.num_decisions, spent
 
 
 def check_answer(instance: dict[str, Any], reply: dict[str, Any]) -> str | None:
@@ -194,12 +234,7 @@ def check_answer(instance: dict[str, Any], reply: dict[str, Any]) -> str | None:
 
 
 def main() -> None:
-    scores_file = Path(os.environ.get("RGYM_SCORES_FILE", "scores.json"))
-    submission = Path(os.environ.get("RGYM_SUBMISSION_DIR", "submission")).resolve()
-
-    def write(payload: dict[str, Any]) -> None:
-        scores_file.write_text(json.dumps(payload, indent=2))
-
+    ctx = context()
     data = INSTANCES.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     if digest != INSTANCES_SHA256:
@@ -211,18 +246,18 @@ def main() -> None:
     instances = json.loads(data)["instances"]
     # Test hook only: the runner passes no such variable to graders.
     instance_limit = float(os.environ.get("RGYM_SAT_INSTANCE_LIMIT_S", "") or PER_INSTANCE_LIMIT_S)
-    if not (submission / "heuristic.py").is_file():
-        write({"error": "heuristic.py is missing from the submission: keep the file and its "
-                        "heuristic_fn function in the workspace root",
-               "missing_submission": True})
+    if not (ctx.submission_dir / "heuristic.py").is_file():
+        write_error("heuristic.py is missing from the submission: keep the file and its "
+                    "heuristic_fn function in the workspace root", missing_submission=True)
         return
     started = time.monotonic()
     total_time = 0.0
     decisions = 0
+    floored = 0
     per_size: dict[str, dict[str, float]] = {}
     worker = None
     try:
-        worker = HeuristicProcess(submission)
+        worker = HeuristicProcess()
         for instance in instances:
             left = TOTAL_LIMIT_S - (time.monotonic() - started)
             if left <= 0:
@@ -234,25 +269,28 @@ def main() -> None:
             problem = check_answer(instance, reply)
             if problem:
                 raise SubmissionError(f"wrong answer: {problem}")
-            count = reply.get("decisions")
-            if not isinstance(count, int) or count < 0:
-                raise SubmissionError(f"formula {instance['id']}: no decision count reported")
+            count, replay_s = replay(instance, reply)
+            if replay_s > spent:
+                floored += 1
+                spent = replay_s
             total_time += spent
             decisions += count
             size = per_size.setdefault(str(instance["num_vars"]), {"time_s": 0.0, "decisions": 0})
             size["time_s"] = round(size["time_s"] + spent, 4)
             size["decisions"] += count
     except SubmissionError as exc:
-        write({"error": str(exc)})
+        write_error(str(exc))
         return
     finally:
         if worker is not None:
             worker.close()
-    write({"scores": {"Time": round(total_time, 3), "Decisions": decisions},
-           "details": {"formulas": len(instances), "correct": len(instances),
-                       "per_size": per_size, "instances_sha256": digest,
-                       "note": "Time is wall-clock and depends on the machine; Decisions "
-                               "(heuristic calls) does not"}})
+    write_scores({"Time": round(total_time, 3), "Decisions": decisions},
+                 details={"formulas": len(instances), "correct": len(instances),
+                          "per_size": per_size, "instances_sha256": digest,
+                          "time_floored_to_replay": floored,
+                          "note": "Time is wall-clock and depends on the machine (at least the "
+                                  "grader's own replay of each solve); Decisions are counted by "
+                                  "the grader's replay of the heuristic's decisions"})
 
 
 if __name__ == "__main__":
