@@ -48,7 +48,16 @@ _LEAKAGE_KEYS = ("blocked_url_patterns", "blocked_papers")
 
 #: The stdlib-only helper every ResearchGym grader runs agent code through
 #: (``grader/rgym_confined.py``; see its docstring).
-CONFINED_MODULE = str(Path(__file__).parent / "grader_support" / "rgym_confined.py")
+def _confined_module() -> str:
+    import importlib.util
+
+    found = importlib.util.find_spec("rgym_confined")
+    if found is None or found.origin is None:
+        raise ImportError("rgym_confined is missing: reinstall rgym-researchgym")
+    return found.origin
+
+
+CONFINED_MODULE = _confined_module()
 
 #: task name -> tool_config mappings of the registered specs, merged into at prepare time.
 _LIVE_TOOL_CONFIGS: dict[str, list[dict[str, Any]]] = {}

@@ -11,7 +11,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from rgym_researchgym.leakage import policy_config
 from rgym_researchgym.pins import TREE_HASHES, pinned_entries
 from rgym_researchgym.prepare import TaskLayout, prepare_task

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rgym_core import DatasetSpec, TaskSpec, hookimpl, load_dataset
 from rgym_researchgym.pack import researchgym_task
+
+from rgym_core import DatasetSpec, TaskSpec, hookimpl, load_dataset
 
 HERE = Path(__file__).parent
 

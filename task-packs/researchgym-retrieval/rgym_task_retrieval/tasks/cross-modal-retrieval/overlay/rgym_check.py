@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 import rgym_tta
 from rgym_itm_eval import itm_eval
 

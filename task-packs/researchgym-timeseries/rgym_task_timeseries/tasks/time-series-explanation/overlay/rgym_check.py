@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
-
 import rgym_explainer
+import torch
 from rgym_model import load_classifier
 from rgym_tse_metrics import aup, aur, cpd
 
