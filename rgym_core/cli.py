@@ -172,10 +172,10 @@ class RgymGroup(click.Group):
 @click.group(cls=RgymGroup, context_settings={"help_option_names": ["-h", "--help"],
                                               "auto_envvar_prefix": "RGYM"})
 @click.version_option(__version__, prog_name="rgym")
-@click.option("--plugins", "plugins", multiple=True, metavar="NAMES",
+@click.option("--plugins", "plugins", multiple=True, metavar="NAMES", is_eager=True,
               help="Load only these plugins (entry-point or distribution names, comma-separated; "
                    "env RGYM_PLUGINS). The built-in plugin always loads.")
-@click.option("--disable-plugin", "disabled", multiple=True, metavar="NAME",
+@click.option("--disable-plugin", "disabled", multiple=True, metavar="NAME", is_eager=True,
               help="Do not load this plugin (repeatable; env RGYM_DISABLE_PLUGINS).")
 @click.pass_context
 def cli(ctx: click.Context, plugins: tuple[str, ...], disabled: tuple[str, ...]) -> None:

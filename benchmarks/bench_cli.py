@@ -1,0 +1,91 @@
+"""Start-up cost of the ``rgym`` command line: every installed pack against the
+built-in plugin alone, measured side by side (interleaved runs, medians).
+
+    python benchmarks/bench_cli.py [--runs 15]
+
+For ``rgym list tasks`` and ``rgym --help`` it prints the median wall time and
+the peak memory (max RSS) of a fresh process with all packs and with
+``--plugins builtin``, and their ratios (target: at most 1.3x for
+``list tasks``), and the heavy modules each command imported (target: none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HEAVY = ("numpy", "scipy", "pandas", "sklearn", "torch", "jax", "flax", "gymnax", "faiss", "httpx",
+         "tenacity", "pypdf", "docker", "ray", "submitit", "matplotlib", "PIL", "tiktoken",
+         "transformers", "sentence_transformers", "rich")
+
+#: As users run it: byte-code caches written and read (the first, warming run writes them).
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+PROBE = """
+import json, sys
+sys.argv = ["rgym", *json.loads(sys.argv[1])]
+from rgym_core.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+with open({path!r}, "w") as fh:
+    json.dump(sorted(sys.modules), fh)
+"""
+
+
+def run_once(args: list[str]) -> tuple[float, int, list[str]]:
+    """Wall seconds, max RSS in KiB and the imported heavy modules of one ``rgym ARGS``."""
+    with tempfile.NamedTemporaryFile("r", suffix=".json") as modules:
+        code = PROBE.format(path=modules.name)
+        started = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(args)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env=ENV)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        names = json.load(open(modules.name)) if os.path.getsize(modules.name) else []
+    heavy = sorted({n.split(".")[0] for n in names} & set(HEAVY))
+    return elapsed, usage.ru_maxrss, heavy
+
+
+def compare(label: str, args: list[str], runs: int) -> float:
+    full: list[tuple[float, int]] = []
+    alone: list[tuple[float, int]] = []
+    heavy_full: list[str] = []
+    run_once(args)  # warm the file cache
+    for _ in range(runs):  # interleaved: both sides see the same load
+        t, rss, heavy_full = run_once(args)
+        full.append((t, rss))
+        t, rss, _ = run_once(["--plugins", "builtin", *args])
+        alone.append((t, rss))
+    t_full = statistics.median(t for t, _ in full)
+    t_alone = statistics.median(t for t, _ in alone)
+    m_full = statistics.median(m for _, m in full) / 1024
+    m_alone = statistics.median(m for _, m in alone) / 1024
+    ratio = t_full / t_alone
+    print(f"rgym {label:<12} all packs {t_full * 1000:7.0f} ms {m_full:6.1f} MiB | built-in alone "
+          f"{t_alone * 1000:7.0f} ms {m_alone:6.1f} MiB | ratio {ratio:.2f}x time, "
+          f"{m_full / m_alone:.2f}x memory | heavy imports: {', '.join(heavy_full) or 'none'}")
+    return ratio
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.runs} runs each, "
+          f"interleaved")
+    ratio = compare("list tasks", ["list", "tasks"], args.runs)
+    compare("--help", ["--help"], args.runs)
+    print(f"target: list tasks at most 1.3x -> {'met' if ratio <= 1.3 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
