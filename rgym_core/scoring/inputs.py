@@ -35,7 +35,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from attrs import define, field
 
@@ -44,6 +44,8 @@ from rgym_core.records import EpisodeResult
 from rgym_core.rundir import RunDir, RunDirError, RunState, iter_run_dirs
 from rgym_core.scoring.episodes import Episode, SubtaskInfo, TaskInfo
 from rgym_core.specs import Direction
+
+T = TypeVar("T")
 
 LONG_COLUMNS = ("solver", "task", "run", "metric", "value")
 #: The default names of the solvers that stand for a task's own scores.
@@ -328,6 +330,17 @@ def load_runs(paths: Iterable[Path | str], solver_key: str | None = None, *,
 # --------------------------------------------------------------------------- long format
 
 
+def _readable(path: Path, rows: Iterator[T]) -> Iterator[T]:
+    """``rows``, with an undecodable or unreadable file reported as an
+    :class:`InputError` naming it."""
+    try:
+        yield from rows
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
 _OPTIONAL = ("direction", "subtask", "primary")
 _Cells = tuple[Any, ...]  # solver, task, run, metric, value, direction, subtask, primary
 
@@ -384,7 +397,7 @@ def load_long(path: Path | str, *, baseline: str = BASELINE, reference: str = RE
     direction_of: dict[str, Direction] = {}
     seen_direction: dict[str, Direction] = {}
     rows: list[tuple[str, str, str, str, str, float | None]] = []
-    for n, cells in _long_rows(path):
+    for n, cells in _readable(path, _long_rows(path)):
         solver, task, run, metric, text, d, sub, flag = cells
         for col, value in zip(LONG_COLUMNS[:4], (solver, task, run, metric), strict=True):
             if value is None or value == "" or (isinstance(value, str) and not value.strip()):
@@ -493,6 +506,16 @@ class WideTables:
 def read_wide(path: Path | str) -> tuple[list[str], dict[str, dict[str, float | None]]]:
     """One wide table: its solver columns and ``{task: {solver: score or None}}``."""
     path = Path(path)
+    try:
+        return _read_wide(path)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); save the table as UTF-8 "
+                         "CSV") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _read_wide(path: Path) -> tuple[list[str], dict[str, dict[str, float | None]]]:
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     with path.open(encoding="utf-8", newline="") as fh:

@@ -96,8 +96,8 @@ def tables(report: ScoreReport) -> list[Table]:
 
     partial = set(report.partial_solvers())
     aup = _table(f"AUP (maximum T = {p.end:g})", "solver", ("Best AUP", "Last AUP", "tasks"),
-                 caption=("! scored runs on only some tasks: each missing task counts as a "
-                          "failure in its AUP") if partial else None)
+                 caption="! = runs on some tasks only; missing tasks count as failures"
+                 if partial else None)
     for row in p.aup_rows():
         name = str(row["solver"])
         have, total = report.coverage.get(name, (len(p.tasks), len(p.tasks)))
