@@ -26,37 +26,32 @@ and checks that none is left before the grader's scores are read.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import json
 import logging
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from attrs import define, field
 
 from rgym_core import grader_protocol as gp
+from rgym_core.grader_kit._manager import COMMAND_TOKEN, WORKDIR_TOKEN
+from rgym_core.isolation import BwrapCommand, bwrap_problem, find_bwrap, interpreter_paths, lease
 
 log = logging.getLogger(__name__)
 
-#: Uids the grading falls back to when the core's uid pool is not available.
-FALLBACK_UIDS = range(64200, 64400)
-_LOCK_DIR = Path("/run/rgym-grading-uids")
 #: How much longer than the grader's timeout the host waits for the supervisor.
 BACKSTOP_S = 30.0
+#: The descriptor number of the grader's end of the supervisor's control socket.
+CONTROL_FD = 99
 _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "SYSTEMROOT", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE",
              "OPENBLAS_L2_SIZE", "MKL_NUM_THREADS")
-_SYSTEM_RO = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc/alternatives",
-              "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-              "/etc/nsswitch.conf")
 
 
 @define(frozen=True)
@@ -73,10 +68,6 @@ class Confinement:
         return "uids" in self.mode
 
     @property
-    def bubblewrap(self) -> bool:
-        return self.bwrap is not None
-
-    @property
     def confined(self) -> bool:
         return self.mode != "none"
 
@@ -90,30 +81,8 @@ class SupervisedRun:
     output: str
     status: dict[str, Any] = field(factory=dict)
 
-    @property
-    def confined(self) -> bool:
-        return bool(self.status.get("confined"))
-
-    @property
-    def all_stopped(self) -> bool:
-        return bool(self.status.get("all_stopped", False))
-
 
 # -- what the machine allows -----------------------------------------------------------
-
-
-def find_bwrap() -> str | None:
-    """The bubblewrap executable (the core's isolation module decides when present)."""
-    try:
-        from rgym_core.isolation import bubblewrap  # type: ignore[import-not-found]
-
-        finder = getattr(bubblewrap, "find_bwrap", None) or getattr(bubblewrap, "find", None)
-        if callable(finder):
-            found = finder()
-            return str(found) if found else None
-    except ImportError:
-        pass
-    return shutil.which("bwrap")
 
 
 def _run_as(argv: list[str], uid: int | None, timeout: float = 30.0) -> subprocess.CompletedProcess[bytes]:
@@ -128,27 +97,12 @@ def _run_as(argv: list[str], uid: int | None, timeout: float = 30.0) -> subproce
 
 
 @functools.cache
-def _bwrap_works(bwrap: str, as_root: bool) -> str | None:
-    """None when bubblewrap can run Python as an unprivileged user here, else why not."""
-    probe_uid = FALLBACK_UIDS[-1] if as_root else None
-    argv = [*bwrap_prefix(bwrap), "--chdir", "/", sys.executable, "-s", "-c", "pass"]
+def _interpreter_problem() -> str | None:
+    """None when an unprivileged (leased) uid can run this interpreter, else the error."""
     try:
-        result = _run_as(argv, probe_uid)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return str(exc)
-    if result.returncode != 0:
-        return result.stderr.decode(errors="replace").strip()[-300:] or f"exit {result.returncode}"
-    return None
-
-
-@functools.cache
-def _interpreter_problem(as_root: bool) -> str | None:
-    """None when an unprivileged uid can run this interpreter, else the error."""
-    if not as_root:
-        return None
-    try:
-        result = _run_as([sys.executable, "-s", "-c", "import json"], FALLBACK_UIDS[-1])
-    except (OSError, subprocess.SubprocessError) as exc:
+        with lease() as user:
+            result = _run_as([sys.executable, "-s", "-c", "import json"], user.uid)
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
         return str(exc)
     if result.returncode != 0:
         return result.stderr.decode(errors="replace").strip()[-300:]
@@ -156,28 +110,25 @@ def _interpreter_problem(as_root: bool) -> str | None:
 
 
 def host_confinement() -> Confinement:
-    """What this machine allows gradings (probed once per process)."""
-    return _host_confinement(os.geteuid() == 0)
+    """What this machine allows gradings (probed once per process and setting)."""
+    return _host_confinement(os.geteuid() == 0, find_bwrap())
 
 
 @functools.cache
-def _host_confinement(as_root: bool) -> Confinement:
+def _host_confinement(as_root: bool, bwrap: str | None) -> Confinement:
     warnings: list[str] = []
     uids = as_root
     if as_root:
-        problem = _interpreter_problem(True)
+        problem = _interpreter_problem()
         if problem:
             uids = False
             warnings.append(f"an unprivileged user cannot run {sys.executable} ({problem}); "
                             "install Python where other users can read it")
-    bwrap = find_bwrap()
-    if bwrap is not None:
-        problem = _bwrap_works(bwrap, uids)
-        if problem:
-            warnings.append(f"bubblewrap is installed but does not work here ({problem})")
-            bwrap = None
-    elif not uids:
-        warnings.append("bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)")
+    problem = bwrap_problem()
+    if problem is not None:
+        bwrap = None
+        if not uids:
+            warnings.append(problem)
     if uids and bwrap:
         mode = "bubblewrap+uids"
     elif uids:
@@ -188,9 +139,8 @@ def _host_confinement(as_root: bool) -> Confinement:
         mode = "none"
         warnings.append("grading is NOT confined: the submission's code that graders run "
                         "(strategies, heuristics, models) runs as your own user and could read "
-                        "the grader's files or change its scores; scores are recorded with "
-                        "confined: false. Install bubblewrap, or run rgym as root or with "
-                        "--sandbox docker")
+                        "the grader's files; scores are recorded with confined: false. Install "
+                        "bubblewrap, or run rgym as root or with --sandbox docker")
     return Confinement(mode=mode, bwrap=bwrap, warnings=tuple(warnings))
 
 
@@ -198,126 +148,13 @@ _warned: set[str] = set()
 
 
 def warn_once(message: str) -> None:
+    """Log a grading warning once per process."""
     if message not in _warned:
         _warned.add(message)
         log.warning("rgym grading: %s", message)
 
 
-# -- uids --------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def lease_uids(count: int) -> Iterator[list[int]]:
-    """``count`` unprivileged uids no other grading or episode on this machine holds
-    (the core's uid pool when present, else a pool of this module's own); every
-    process of each uid is killed when the lease ends."""
-    try:
-        from rgym_core.isolation import users  # type: ignore[import-not-found]
-    except ImportError:
-        users = None
-    lease = getattr(users, "lease", None) if users is not None else None
-    with contextlib.ExitStack() as stack:
-        got: list[int] = []
-        for _ in range(count):
-            if callable(lease):
-                held = stack.enter_context(lease())
-                got.append(int(getattr(held, "uid", held)))
-            else:
-                got.append(stack.enter_context(_fallback_lease()))
-        for uid in got:
-            _kill_uid(uid)
-        try:
-            yield got
-        finally:
-            for uid in got:
-                _kill_uid(uid)
-                _remove_owned_tmp(uid)
-
-
-@contextlib.contextmanager
-def _fallback_lease() -> Iterator[int]:
-    _LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
-    for uid in FALLBACK_UIDS[:-1]:  # the last one is the probe uid
-        fd = os.open(_LOCK_DIR / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        try:
-            yield uid
-        finally:
-            os.close(fd)
-        return
-    raise RuntimeError(f"every grading uid ({FALLBACK_UIDS.start}-{FALLBACK_UIDS.stop - 2}) "
-                       "is in use by other gradings")
-
-
-def _processes_of(uid: int) -> list[int]:
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/status", "rb") as fh:
-                for line in fh:
-                    if line.startswith(b"Uid:"):
-                        if int(line.split()[1]) == uid:
-                            out.append(int(name))
-                        break
-        except OSError:
-            continue
-    return out
-
-
-def _kill_uid(uid: int) -> None:
-    """Kill every process of ``uid`` (root only), until none is left."""
-    if os.geteuid() != 0 or uid == 0:
-        return
-    for _ in range(200):
-        pids = _processes_of(uid)
-        if not pids:
-            return
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - child
-            try:
-                os.setgroups([])
-                os.setresgid(uid, uid, uid)
-                os.setresuid(uid, uid, uid)
-                os.kill(-1, signal.SIGKILL)
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
-        time.sleep(0.01)
-    log.error("rgym grading: processes of uid %d survive SIGKILL: %s", uid, _processes_of(uid))
-
-
-def _remove_owned_tmp(uid: int) -> None:
-    """Files a grading uid left in the machine's shared temporary folders."""
-    for top in ("/tmp", "/var/tmp", "/dev/shm"):
-        try:
-            entries = list(os.scandir(top))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
-            except OSError:
-                continue
-
-
 # -- bubblewrap --------------------------------------------------------------------------
-
-
-def _python_roots() -> list[str]:
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             str(Path(os.path.realpath(sys.executable)).parent.parent)}
-    return sorted(r for r in roots if r and os.path.isdir(r))
 
 
 @functools.cache
@@ -326,7 +163,7 @@ def _hidden_package_dirs() -> tuple[str, ...]:
     the interpreter's folders: workers must not see them."""
     from importlib.metadata import entry_points
 
-    roots = [os.path.realpath(r) for r in _python_roots()]
+    roots = [os.path.realpath(r) for r in interpreter_paths()]
     out: set[str] = set()
     seen: set[str] = set()
     for ep in entry_points(group="rgym"):
@@ -344,33 +181,39 @@ def _hidden_package_dirs() -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
-def bwrap_prefix(bwrap: str, *, hide: Sequence[str] = ()) -> list[str]:
-    """bubblewrap's argv for a process that sees the system's programs and this
-    interpreter read-only and nothing else of the host: own user, pid, mount,
-    network, IPC and UTS namespaces, a private ``/tmp``, killed with its parent."""
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
-    for path in _SYSTEM_RO:
-        argv += ["--ro-bind-try", path, path]
-    for root in _python_roots():
-        argv += ["--ro-bind", root, root]
-        real = os.path.realpath(root)
-        if real != root:
-            argv += ["--ro-bind", real, real]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    for path in hide:
-        argv += ["--tmpfs", path]
-    return argv
+def grader_command(bwrap: str, *, eval_root: Path, uid: int | None,
+                   env: Mapping[str, str]) -> BwrapCommand:
+    """The grader's sandbox: the system and the interpreter read-only, the evaluation
+    folder read-write at ``/eval``, a private ``/tmp``, no network."""
+    return (BwrapCommand(bwrap=bwrap, uid=uid, gid=uid, env=dict(env), chdir=gp.EVAL_MOUNT)
+            .system()
+            .bind(eval_root, gp.EVAL_MOUNT)
+            .tmpfs("/tmp"))
+
+
+def worker_command(bwrap: str, *, uid: int | None) -> BwrapCommand:
+    """A worker's sandbox template: the system and the interpreter read-only (the
+    installed rgym plugins hidden), its own folder read-write at ``/rgym/work``
+    (``@WORKDIR@``), a private ``/tmp``, no network."""
+    cmd = (BwrapCommand(bwrap=bwrap, uid=uid, gid=uid, env={"HOME": gp.WORKER_MOUNT},
+                        chdir=gp.WORKER_MOUNT)
+           .system()
+           .bind(WORKDIR_TOKEN, gp.WORKER_MOUNT)
+           .tmpfs("/tmp"))
+    for path in _hidden_package_dirs():
+        cmd.tmpfs(path, mode=0o755)
+    return cmd
 
 
 # -- the supervisor's configuration -------------------------------------------------------
 
 
 def grader_environment(root: str, *, kind: str, seed: int | None,
-                       extra: Mapping[str, str] = ()) -> dict[str, str]:  # type: ignore[assignment]
+                       extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The grader protocol's environment for an evaluation folder seen at ``root``."""
     home = f"{root}/{gp.HOME_DIR}"
     env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
-    env.update(dict(extra))
+    env.update(dict(extra or {}))
     env.update({
         gp.ENV_SUBMISSION_DIR: f"{root}/{gp.SUBMISSION_DIR}",
         gp.ENV_GRADER_DIR: f"{root}/{gp.GRADER_DIR}",
@@ -390,47 +233,54 @@ def grader_environment(root: str, *, kind: str, seed: int | None,
 def _worker_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ")}
     env.setdefault("LANG", "C.UTF-8")
-    env.update({"USER": "rgym-worker", "LOGNAME": "rgym-worker", "OMP_NUM_THREADS": "1"})
+    env.update({"USER": "rgym-worker", "LOGNAME": "rgym-worker", "OMP_NUM_THREADS": "1",
+                "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     return env
 
 
+@contextlib.contextmanager
 def host_config(*, eval_root: Path, work_parent: Path, entry: str, kind: str, seed: int | None,
                 env: Mapping[str, str], timeout: float, confinement: Confinement,
-                grader_uid: int | None, worker_uid: int | None, nonce: str) -> dict[str, Any]:
-    """The supervisor's configuration for a grading on this machine."""
+                grader_uid: int | None, worker_uid: int | None, nonce: str):  # type: ignore[no-untyped-def]
+    """The supervisor's configuration for a grading on this machine, and the
+    descriptors it must inherit (bubblewrap's data files), open for the block."""
     bwrap = confinement.bwrap
-    inside = gp.EVAL_MOUNT if bwrap else str(eval_root)
-    grader_env = grader_environment(inside, kind=kind, seed=seed, extra=env)
     grader_argv = [sys.executable, "-s", f"{gp.GRADER_DIR}/{entry}"]
-    worker_prefix: list[str] = []
-    if bwrap:
-        grader_argv = [*bwrap_prefix(bwrap), "--bind", str(eval_root), gp.EVAL_MOUNT,
-                       "--chdir", gp.EVAL_MOUNT, *grader_argv]
-        worker_prefix = [*bwrap_prefix(bwrap, hide=_hidden_package_dirs()),
-                         "--bind", "@WORKDIR@", gp.WORKER_MOUNT, "--chdir", gp.WORKER_MOUNT]
-    unshare_net = bwrap is None and os.geteuid() == 0
-    return {
-        "nonce": nonce,
-        "eval_root": str(eval_root),
-        "grader_argv": grader_argv,
-        "grader_env": grader_env,
-        "grader_cwd": str(eval_root) if not bwrap else "/",
-        "grader_uid": grader_uid, "grader_gid": grader_uid,
-        "grader_unshare_net": unshare_net,
-        "timeout_s": timeout,
-        "warnings": list(confinement.warnings),
-        "workers": {
-            "work_parent": str(work_parent),
-            "submission": str(eval_root / gp.SUBMISSION_DIR),
-            "uid": worker_uid, "gid": worker_uid,
-            "prefix": worker_prefix,
-            "inside_dir": gp.WORKER_MOUNT if bwrap else None,
-            "python": sys.executable,
-            "unshare_net": unshare_net,
-            "env": _worker_env(),
-            "confined": confinement.confined,
-        },
+    workers: dict[str, Any] = {
+        "work_parent": str(work_parent), "submission": str(eval_root / gp.SUBMISSION_DIR),
+        "uid": worker_uid, "gid": worker_uid, "python": sys.executable,
+        "env": _worker_env(), "confined": confinement.confined,
     }
+    config: dict[str, Any] = {
+        "nonce": nonce, "eval_root": str(eval_root), "timeout_s": timeout,
+        "grader_uid": grader_uid, "grader_gid": grader_uid, "control_fd": CONTROL_FD,
+        "warnings": list(confinement.warnings), "workers": workers,
+    }
+    with contextlib.ExitStack() as stack:
+        fds: list[int] = []
+        if bwrap:
+            inside = grader_environment(gp.EVAL_MOUNT, kind=kind, seed=seed, extra=env)
+            inside.update({gp.ENV_SUPERVISOR_FD: str(CONTROL_FD),
+                           gp.ENV_CONFINED: "1" if confinement.confined else "0"})
+            grader = stack.enter_context(grader_command(bwrap, eval_root=eval_root, uid=grader_uid,
+                                                        env=inside).prepare(grader_argv))
+            template = stack.enter_context(worker_command(bwrap, uid=worker_uid)
+                                           .prepare([COMMAND_TOKEN]))
+            config.update({"grader_argv": grader.argv, "grader_env": {}, "grader_cwd": "/",
+                           "grader_pass_fds": list(grader.pass_fds),
+                           "grader_switch_user": False, "grader_unshare_net": False})
+            workers.update({"template": template.argv, "template_fds": list(template.pass_fds),
+                            "switch_user": False, "inside_dir": gp.WORKER_MOUNT,
+                            "unshare_net": False})
+            fds = [*grader.pass_fds, *template.pass_fds]
+        else:
+            unshare_net = os.geteuid() == 0
+            config.update({"grader_argv": grader_argv, "grader_cwd": str(eval_root),
+                           "grader_env": grader_environment(str(eval_root), kind=kind, seed=seed,
+                                                            extra=env),
+                           "grader_switch_user": True, "grader_unshare_net": unshare_net})
+            workers.update({"switch_user": True, "unshare_net": unshare_net})
+        yield config, fds
 
 
 def container_config(*, entry: str, kind: str, seed: int | None, env: Mapping[str, str],
@@ -449,16 +299,16 @@ def container_config(*, entry: str, kind: str, seed: int | None, env: Mapping[st
         "grader_env": grader_env,
         "grader_cwd": root,
         "grader_uid": gp.CONTAINER_GRADER_UID, "grader_gid": gp.CONTAINER_GRADER_UID,
-        "grader_unshare_net": False,
+        "grader_switch_user": True, "grader_unshare_net": False,
         "timeout_s": timeout,
         "warnings": [],
         "workers": {
             "work_parent": "/tmp/rgym-workers",
             "submission": f"{root}/{gp.SUBMISSION_DIR}",
-            "uid": gp.CONTAINER_WORKER_UID, "gid": gp.CONTAINER_WORKER_UID,
-            "prefix": [], "inside_dir": None, "python": "python3", "unshare_net": False,
+            "uid": gp.CONTAINER_WORKER_UID, "gid": gp.CONTAINER_WORKER_UID, "switch_user": True,
+            "python": "python3", "unshare_net": False,
             "env": {"LANG": "C.UTF-8", "USER": "rgym-worker", "LOGNAME": "rgym-worker",
-                    "OMP_NUM_THREADS": "1"},
+                    "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
             "confined": True,
         },
     }
@@ -504,25 +354,28 @@ def run_on_host(*, eval_root: Path, work_parent: Path, entry: str, kind: str, se
     with contextlib.ExitStack() as stack:
         grader_uid = worker_uid = None
         if confinement.uids:
-            grader_uid, worker_uid = stack.enter_context(lease_uids(2))
-        config = host_config(eval_root=eval_root, work_parent=work_parent, entry=entry, kind=kind,
-                             seed=seed, env=env, timeout=timeout, confinement=confinement,
-                             grader_uid=grader_uid, worker_uid=worker_uid, nonce=nonce)
-        script = str(gp.supervisor_script())
+            grader_uid = stack.enter_context(lease()).uid
+            worker_uid = stack.enter_context(lease()).uid
+        config, fds = stack.enter_context(host_config(
+            eval_root=eval_root, work_parent=work_parent, entry=entry, kind=kind, seed=seed,
+            env=env, timeout=timeout, confinement=confinement, grader_uid=grader_uid,
+            worker_uid=worker_uid, nonce=nonce))
         proc_env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ")}
         proc_env[gp.ENV_SUPERVISOR_CONFIG] = json.dumps(config)
-        code, output = _run(supervisor_argv(script), proc_env, timeout + BACKSTOP_S)
+        code, output = _run(supervisor_argv(str(gp.supervisor_script())), proc_env,
+                            timeout + BACKSTOP_S, fds)
         text, status = split_status(output, nonce)
         if code == 124 and not status:
             status = {"timed_out": True, "confined": confinement.confined}
         return SupervisedRun(code, text, status)
 
 
-def _run(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int, str]:
+def _run(argv: list[str], env: dict[str, str], timeout: float,
+         fds: list[int]) -> tuple[int, str]:
     """Run the supervisor, killing its whole group on timeout or interruption."""
     proc = subprocess.Popen(argv, cwd="/", env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, pass_fds=tuple(fds))
     try:
         out, _ = proc.communicate(timeout=timeout)
         return proc.returncode, out.decode(errors="replace")

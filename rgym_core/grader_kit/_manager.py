@@ -29,8 +29,9 @@ from .protocol import ENV_WORKER_DIR
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 CLONE_NEWNET = 0x40000000
-#: Token of a bubblewrap prefix replaced by the worker's real folder.
+#: Tokens of a launcher template: the worker's real folder, and its command.
 WORKDIR_TOKEN = "@WORKDIR@"
+COMMAND_TOKEN = "@COMMAND@"
 _COPY_CHUNK = 1 << 20
 
 
@@ -66,18 +67,24 @@ class ManagerConfig:
     """How the supervisor starts workers.
 
     ``uid``/``gid``: the worker identity (``None``: the supervisor's own, i.e. no
-    user separation); ``prefix``: argv put before every worker command (a bubblewrap
-    invocation whose ``@WORKDIR@`` tokens become the worker's folder), empty for none;
-    ``inside_dir``: the path under which the worker sees its folder (``None``: its
-    real path); ``unshare_net``: give each worker an empty network namespace
-    (root without bubblewrap); ``env``: the base environment of workers.
+    user separation); ``switch_user``: the supervisor itself switches to it before
+    exec (False when the ``template`` does, e.g. bubblewrap followed by ``setpriv``);
+    ``template``: the argv of a confining launcher in which ``@WORKDIR@`` (inside an
+    item) becomes the worker's folder and the item ``@COMMAND@`` the worker's command
+    (run through ``env -i`` with the worker's environment), empty for none;
+    ``template_fds``: descriptors the template reads (bubblewrap data files), rewound
+    before every start; ``inside_dir``: the path under which the worker sees its folder
+    (``None``: its real path); ``unshare_net``: give each worker an empty network
+    namespace (root without bubblewrap); ``env``: the base environment of workers.
     """
 
     work_parent: str
     submission: str | None = None
     uid: int | None = None
     gid: int | None = None
-    prefix: list[str] = field(default_factory=list)
+    switch_user: bool = True
+    template: list[str] = field(default_factory=list)
+    template_fds: list[int] = field(default_factory=list)
     inside_dir: str | None = None
     python: str = "python3"
     unshare_net: bool = False
@@ -360,9 +367,9 @@ class WorkerManager:
     # starting ---------------------------------------------------------------------
 
     def _nproc(self, limits: Limits) -> int:
-        # bubblewrap adds two processes per worker; without a worker uid the limit
-        # counts every process of our own user, so add those that exist now.
-        extra = 3 if self.config.prefix else 0
+        # a launcher adds up to three processes per worker; without a worker uid the
+        # limit counts every process of our own user, so add those that exist now.
+        extra = 3 if self.config.template else 0
         if self.config.uid is None:
             own = os.getuid()
             extra += sum(1 for _, uid in process_table().values() if uid == own) + 16
@@ -404,10 +411,25 @@ class WorkerManager:
         command = list(argv)
         if command[0] == "python":
             command = [cfg.python, "-s", *command[1:]]
-        full = [a.replace(WORKDIR_TOKEN, folder) for a in cfg.prefix] + command
         worker_env = {**cfg.env, "HOME": inside, "TMPDIR": os.path.join(inside, ".tmp"),
                       "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
                       "PYTHONHASHSEED": "0", ENV_WORKER_DIR: inside, **dict(env)}
+        if cfg.template:
+            if "=" in command[0]:
+                raise ManagerError(f"a worker command may not start with '{command[0]}'")
+            launched = ["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in worker_env.items()
+                                                if k and "=" not in k), *command]
+            full: list[str] = []
+            for item in cfg.template:
+                if item == COMMAND_TOKEN:
+                    full += launched
+                else:
+                    full.append(item.replace(WORKDIR_TOKEN, folder))
+            for fd in cfg.template_fds:
+                os.lseek(fd, 0, os.SEEK_SET)
+        else:
+            full = command
+        switch = cfg.switch_user and cfg.uid is not None
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
@@ -417,9 +439,12 @@ class WorkerManager:
         try:
             proc = subprocess.Popen(
                 full, stdin=stdin_r, stdout=stdout_w, stderr=stderr_w, env=worker_env,
-                cwd="/" if cfg.prefix else folder, close_fds=True,
-                preexec_fn=child_setup(uid=cfg.uid, gid=cfg.gid, unshare_net=cfg.unshare_net,
-                                       limits=limits, nproc=self._nproc(limits)))
+                cwd="/" if cfg.template else folder, close_fds=True,
+                pass_fds=tuple(cfg.template_fds),
+                preexec_fn=child_setup(uid=cfg.uid if switch else None,
+                                       gid=cfg.gid if switch else None,
+                                       unshare_net=cfg.unshare_net, limits=limits,
+                                       nproc=self._nproc(limits)))
         except (OSError, subprocess.SubprocessError) as exc:
             for fd in ours:
                 os.close(fd)

@@ -134,6 +134,22 @@ class GradingSupervisor(Supervisor):
         return {self.grader_pid}
 
 
+def _place(sock: socket.socket, target: Any, avoid: list[int]) -> int:
+    """The descriptor of ``sock`` moved to ``target`` (the number the grader was told),
+    or left where it is when no number was given.  ``sock`` is detached."""
+    fd = sock.detach()
+    if target is None:
+        os.set_inheritable(fd, True)
+        return fd
+    target = int(target)
+    if target in avoid:
+        raise RuntimeError(f"control fd {target} is already in use")
+    if fd != target:
+        os.dup2(fd, target)
+        os.close(fd)
+    return target
+
+
 def _own_tree(path: str, uid: int, gid: int) -> None:
     manager.chown_tree(path, uid, gid)
     os.chmod(path, 0o700)
@@ -151,6 +167,7 @@ def run_grading(config: dict[str, Any]) -> int:
     guid, ggid = config.get("grader_uid"), config.get("grader_gid")
     if guid is not None and os.geteuid() != 0:
         guid = ggid = None
+    switch = bool(config.get("grader_switch_user", True))
     os.makedirs(wcfg.work_parent, mode=0o711, exist_ok=True)
     os.chmod(wcfg.work_parent, 0o711)
     if wcfg.uid is not None:
@@ -158,11 +175,14 @@ def run_grading(config: dict[str, Any]) -> int:
         manager.kill_uid(wcfg.uid)
     eval_root = str(config["eval_root"])
     if guid is not None and ggid is not None:
-        _own_tree(eval_root, guid, ggid)
+        _own_tree(eval_root, int(guid), int(ggid))
     workers = manager.WorkerManager(wcfg)
     parent_sock, grader_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    grader_fd = grader_sock.fileno()
-    env = {str(k): str(v) for k, v in (config.get("grader_env") or {}).items()}
+    pass_fds = [int(fd) for fd in config.get("grader_pass_fds") or []]
+    grader_fd = _place(grader_sock, config.get("control_fd"), avoid=[parent_sock.fileno(),
+                                                                       *pass_fds, *wcfg.template_fds])
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ")}
+    env.update({str(k): str(v) for k, v in (config.get("grader_env") or {}).items()})
     env[protocol.ENV_SUPERVISOR_FD] = str(grader_fd)
     env[protocol.ENV_CONFINED] = "1" if wcfg.confined else "0"
     timeout = float(config.get("timeout_s") or 600.0)
@@ -170,8 +190,9 @@ def run_grading(config: dict[str, Any]) -> int:
     try:
         grader = subprocess.Popen(
             list(config["grader_argv"]), env=env, cwd=str(config.get("grader_cwd") or eval_root),
-            stdin=subprocess.DEVNULL, pass_fds=(grader_fd,),
-            preexec_fn=manager.child_setup(uid=guid, gid=ggid,
+            stdin=subprocess.DEVNULL, pass_fds=(grader_fd, *pass_fds),
+            preexec_fn=manager.child_setup(uid=guid if switch else None,
+                                           gid=ggid if switch else None,
                                            unshare_net=bool(config.get("grader_unshare_net")),
                                            limits=None, nproc=None))
     except (OSError, subprocess.SubprocessError) as exc:
@@ -179,7 +200,9 @@ def run_grading(config: dict[str, Any]) -> int:
         _status(nonce, {"started": False, "confined": False, "error": str(exc),
                         "warnings": warnings})
         return 1
-    grader_sock.close()
+    os.close(grader_fd)
+    for fd in pass_fds:
+        os.close(fd)
     workers.exit_codes[grader.pid] = None
     service = GradingSupervisor(parent_sock, workers, grader.pid)
     channel_open = True
