@@ -43,7 +43,7 @@ def _classification_readme(title: str, shape: str, classes: list[str], n_train: 
     lines = [f"# {title}", "", f"Converted by rgym from {source}.", "",
              "| file | content |", "| --- | --- |",
              f"| `train_images.npy` | {n_train} training images, uint8, shape {shape.format(n=n_train)} |",
-             f"| `train_labels.npy` | their labels, int64, 0-9 |",
+             "| `train_labels.npy` | their labels, int64, 0-9 |",
              f"| `test_images.npy` | {n_test} test images, uint8, shape {shape.format(n=n_test)}, "
              f"in the original test order |",
              "", "The test labels are hidden: `submission.csv` needs one row per test image, in "

@@ -1,55 +1,51 @@
 """Hidden grader of the image-classification tasks: accuracy of submission.csv
-against the private test labels.  Standard library only.
-
-The runner lays out the evaluation folder (``submission/``, ``private/<mount>/``)
-and points ``RGYM_SCORES_FILE`` at the file this grader writes.  Writing scores
-and errors goes through :func:`report` and :func:`fail`, the one place to switch
-to the grader kit's helpers (``rgym_core.grader_protocol``) when they land.
+against the private test labels.  Standard library and rgym's grader kit only
+(no agent code runs: the submission is a CSV file).
 """
 
 import csv
-import json
-import os
+import math
 import sys
-from pathlib import Path
+
+from rgym_grader_kit import context, read_submission_file, write_error, write_scores
 
 MAX_BYTES = 16 * 1024 * 1024  # a 10,000-row submission is about 30 KB
 
 
-def report(scores, details):
-    Path(os.environ["RGYM_SCORES_FILE"]).write_text(json.dumps({"scores": scores,
-                                                                "details": details}))
-    print(json.dumps(scores))
-
-
 def fail(message, missing=False):
-    body = {"error": message}
-    if missing:
-        body["missing_submission"] = True
-    Path(os.environ["RGYM_SCORES_FILE"]).write_text(json.dumps(body))
+    write_error(message, missing_submission=missing)
     print(message, file=sys.stderr)
     sys.exit(0)
 
 
 def read_truth(mount="data"):
-    path = Path(os.environ["RGYM_PRIVATE_DIR"]) / mount / "test_labels.csv"
-    with path.open(newline="") as fh:
+    with (context().private(mount) / "test_labels.csv").open(newline="") as fh:
         return [int(row["label"]) for row in csv.DictReader(fh)]
 
 
-def read_submission(path, n_test, n_classes):
+def read_submission(n_test, n_classes):
     """The predicted labels, in test order, or a clear error naming the line."""
-    if path.is_symlink() or not path.is_file():
+    try:
+        return _parse(_read_text(), n_test, n_classes)
+    except csv.Error as exc:
+        fail(f"submission.csv is not a readable CSV file ({exc})")
+
+
+def _read_text():
+    try:
+        text = read_submission_file("submission.csv", max_bytes=MAX_BYTES).decode("utf-8-sig")
+    except FileNotFoundError:
         fail("submission.csv not found in the workspace: write one row per test image "
              "(data/test_images.npy, in order) with the column 'label'; `python baseline.py` "
-             "writes one", missing=not path.exists())
-    if path.stat().st_size > MAX_BYTES:
-        fail(f"submission.csv is {path.stat().st_size} bytes; a submission of {n_test} labels "
-             f"is far smaller: write one integer label per row")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
+             "writes one", missing=True)
     except UnicodeDecodeError as exc:
         fail(f"submission.csv is not UTF-8 text ({exc}); write a CSV with the column 'label'")
+    except ValueError as exc:  # a link, not a regular file, too large
+        fail(f"submission.csv cannot be read: {exc}")
+    return text
+
+
+def _parse(text, n_test, n_classes):
     reader = csv.DictReader(text.splitlines())
     columns = [c.strip() for c in (reader.fieldnames or [])]
     if "label" not in columns:
@@ -64,7 +60,7 @@ def read_submission(path, n_test, n_classes):
         except ValueError:
             fail(f"submission.csv line {line}: label {value!r} is not a number; labels are "
                  f"the class numbers 0-{n_classes - 1}")
-        if number != int(number) or not 0 <= number < n_classes:
+        if not math.isfinite(number) or number != int(number) or not 0 <= number < n_classes:
             fail(f"submission.csv line {line}: label {value!r} is not a class 0-{n_classes - 1}")
         labels.append(int(number))
         if "id" in columns:
@@ -75,7 +71,7 @@ def read_submission(path, n_test, n_classes):
     if ids:
         expected = [str(i) for i in range(n_test)]
         if ids != expected:
-            bad = next(i for i, (a, b) in enumerate(zip(ids, expected)) if a != b)
+            bad = next(i for i, (a, b) in enumerate(zip(ids, expected, strict=True)) if a != b)
             fail(f"submission.csv line {bad + 2}: id {ids[bad]!r} should be {bad}; the optional "
                  f"id column must count the test images 0, 1, 2... in order")
     return labels
@@ -83,13 +79,13 @@ def read_submission(path, n_test, n_classes):
 
 def grade(n_classes=10, mount="data"):
     truth = read_truth(mount)
-    submission = Path(os.environ["RGYM_SUBMISSION_DIR"]) / "submission.csv"
-    predicted = read_submission(submission, len(truth), n_classes)
-    correct = [p == t for p, t in zip(predicted, truth)]
+    predicted = read_submission(len(truth), n_classes)
+    correct = [p == t for p, t in zip(predicted, truth, strict=True)]
     per_class = {}
     for k in range(n_classes):
-        hits = [c for c, t in zip(correct, truth) if t == k]
+        hits = [c for c, t in zip(correct, truth, strict=True) if t == k]
         if hits:
             per_class[str(k)] = round(sum(hits) / len(hits), 6)
-    report({"accuracy": sum(correct) / len(truth)},
-           {"n_test": len(truth), "per_class_accuracy": per_class})
+    scores = {"accuracy": sum(correct) / len(truth)}
+    write_scores(scores, details={"n_test": len(truth), "per_class_accuracy": per_class})
+    print(scores)

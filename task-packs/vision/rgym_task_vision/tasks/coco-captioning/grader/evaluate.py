@@ -9,53 +9,41 @@ see bleu.py.
 
 import csv
 import json
-import os
 import sys
-from pathlib import Path
 
 from bleu import scores, tokenize
+from rgym_grader_kit import context, read_submission_file, write_error, write_scores
 
 MAX_BYTES = 16 * 1024 * 1024
 MAX_CAPTION_CHARS = 2000
 
 
-def report(values, details):
-    Path(os.environ["RGYM_SCORES_FILE"]).write_text(json.dumps({"scores": values,
-                                                                "details": details}))
-    print(json.dumps(values))
-
-
 def fail(message, missing=False):
-    body = {"error": message}
-    if missing:
-        body["missing_submission"] = True
-    Path(os.environ["RGYM_SCORES_FILE"]).write_text(json.dumps(body))
+    write_error(message, missing_submission=missing)
     print(message, file=sys.stderr)
     sys.exit(0)
 
 
 def read_references():
-    path = Path(os.environ["RGYM_PRIVATE_DIR"]) / "data" / "test_references.jsonl"
     refs = {}
-    with path.open() as fh:
+    with (context().private("data") / "test_references.jsonl").open() as fh:
         for line in fh:
             row = json.loads(line)
             refs[str(row["image_id"])] = [tokenize(c) for c in row["captions"]]
     return refs
 
 
-def read_submission(path, refs):
-    if path.is_symlink() or not path.is_file():
+def read_submission(refs):
+    try:
+        text = read_submission_file("submission.csv", max_bytes=MAX_BYTES).decode("utf-8-sig")
+    except FileNotFoundError:
         fail("submission.csv not found in the workspace: write the columns image_id,caption "
              "with one row per image of data/test.jsonl; `python baseline.py` writes one",
-             missing=not path.exists())
-    if path.stat().st_size > MAX_BYTES:
-        fail(f"submission.csv is {path.stat().st_size} bytes, more than {MAX_BYTES}: write one "
-             f"short caption per test image")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
+             missing=True)
     except UnicodeDecodeError as exc:
         fail(f"submission.csv is not UTF-8 text ({exc})")
+    except ValueError as exc:  # a link, not a regular file, too large
+        fail(f"submission.csv cannot be read: {exc}")
     try:
         reader = csv.DictReader(text.splitlines(keepends=True))
         columns = [c.strip() for c in (reader.fieldnames or [])]
@@ -92,13 +80,14 @@ def read_submission(path, refs):
 
 def main():
     refs = read_references()
-    captions = read_submission(Path(os.environ["RGYM_SUBMISSION_DIR"]) / "submission.csv", refs)
+    captions = read_submission(refs)
     ids = sorted(refs)
     hypotheses = [tokenize(captions[i]) for i in ids]
     values = scores(hypotheses, [refs[i] for i in ids])
     empty = sum(1 for h in hypotheses if not h)
-    report(values, {"n_test": len(ids), "empty_captions": empty,
-                    "mean_caption_tokens": round(sum(map(len, hypotheses)) / len(ids), 3)})
+    write_scores(values, details={"n_test": len(ids), "empty_captions": empty,
+                                  "mean_caption_tokens": round(sum(map(len, hypotheses)) / len(ids), 3)})
+    print(json.dumps(values))
 
 
 main()

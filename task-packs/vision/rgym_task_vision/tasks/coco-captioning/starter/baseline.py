@@ -56,6 +56,7 @@ def settings():
     for key, value in config.items():
         parser.add_argument("--" + key.replace("_", "-"), type=type(value), default=value)
     parser.add_argument("--weights", default=os.path.join("pretrained", WEIGHTS_FILE))
+    parser.add_argument("--device", default="auto", help="cpu, cuda, ... (auto: cuda when available)")
     parser.add_argument("--out", default="submission.csv")
     args = parser.parse_args()
     print(f"profile {profile}: " + ", ".join(f"{k}={getattr(args, k)}" for k in config), flush=True)
@@ -105,10 +106,11 @@ def load_images(rows, size):
 @torch.no_grad()
 def encode_images(encoder, rows, size, batch_size=32):
     """Frozen ResNet-50 features (N, 2048), computed once."""
+    device = next(encoder.parameters()).device
     feats = []
     for start in range(0, len(rows), batch_size):
         images = load_images(rows[start:start + batch_size], size)
-        feats.append(encoder.features(preprocess(images)))
+        feats.append(encoder.features(preprocess(images).to(device)))
     return torch.cat(feats)
 
 
@@ -151,7 +153,7 @@ def batches(features, rows, vocab, batch_size, rng):
         padded = torch.zeros(len(seqs), max(lengths), dtype=torch.long)
         for k, s in enumerate(seqs):
             padded[k, :len(s)] = torch.tensor(s)
-        yield features[idx], padded, lengths
+        yield features[idx], padded.to(features.device), lengths
 
 
 def train(model, features, rows, vocab, args):
@@ -166,7 +168,7 @@ def train(model, features, rows, vocab, args):
                 continue
             logits = model(feats, captions, lengths)
             targets = pack_padded_sequence(captions, lengths, batch_first=True,
-                                           enforce_sorted=False).data
+                                           enforce_sorted=False).data.to(logits.device)
             loss = loss_fn(logits, targets)
             optimizer.zero_grad()
             loss.backward()
@@ -199,9 +201,10 @@ def main():
     print(f"{len(train_rows)} training, {len(val_rows)} validation, {len(test_rows)} test images; "
           f"vocabulary of {len(vocab)} words", flush=True)
 
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     encoder = resnet50()
     encoder.load_state_dict(load_weights(args.weights))
-    encoder.eval()
+    encoder.eval().to(device)
     started = time.time()
     train_feats = encode_images(encoder, train_rows, args.image_size)
     val_feats = encode_images(encoder, val_rows, args.image_size)
@@ -209,7 +212,7 @@ def main():
     print(f"encoded {len(train_feats) + len(val_feats) + len(test_feats)} images "
           f"({time.time() - started:.0f} s)", flush=True)
 
-    model = Captioner(len(vocab), args.embed_size, args.hidden_size)
+    model = Captioner(len(vocab), args.embed_size, args.hidden_size).to(device)
     train(model, train_feats, train_rows, vocab, args)
 
     val_captions = caption(model, val_feats, vocab, args.max_length)

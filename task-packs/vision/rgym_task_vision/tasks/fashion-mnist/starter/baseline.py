@@ -56,6 +56,7 @@ def settings():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     for key, value in config.items():
         parser.add_argument("--" + key.replace("_", "-"), type=type(value), default=value)
+    parser.add_argument("--device", default="auto", help="cpu, cuda, ... (auto: cuda when available)")
     parser.add_argument("--out", default="submission.csv")
     args = parser.parse_args()
     print(f"profile {profile}: " + ", ".join(f"{k}={getattr(args, k)}" for k in config), flush=True)
@@ -95,12 +96,14 @@ def train(model, images, labels, args):
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: linear_warmup_decay(step, args.warmup_steps, total))
     generator = torch.Generator().manual_seed(args.seed)
+    device = next(model.parameters()).device
     model.train()
     for epoch in range(args.epochs):
         started, seen, loss_sum, correct = time.time(), 0, 0.0, 0
         for batch in torch.randperm(len(y), generator=generator).split(args.batch_size):
-            logits = model(x[batch])
-            loss = F.cross_entropy(logits, y[batch])
+            inputs, targets = x[batch].to(device), y[batch].to(device)
+            logits = model(inputs)
+            loss = F.cross_entropy(logits, targets)
             optimizer.zero_grad()
             loss.backward()
             if args.max_grad_norm > 0:
@@ -109,7 +112,7 @@ def train(model, images, labels, args):
             schedule.step()
             seen += len(batch)
             loss_sum += loss.item() * len(batch)
-            correct += (logits.argmax(1) == y[batch]).sum().item()
+            correct += (logits.argmax(1) == targets).sum().item()
         print(f"epoch {epoch + 1}/{args.epochs}: train loss {loss_sum / seen:.4f}, "
               f"train accuracy {correct / seen:.4f} ({time.time() - started:.0f} s)", flush=True)
 
@@ -117,8 +120,9 @@ def train(model, images, labels, args):
 @torch.no_grad()
 def predict(model, images, batch_size=1000):
     model.eval()
+    device = next(model.parameters()).device
     x = to_tensor(images)
-    return torch.cat([model(part).argmax(1) for part in x.split(batch_size)]).numpy()
+    return torch.cat([model(part.to(device)).argmax(1).cpu() for part in x.split(batch_size)]).numpy()
 
 
 def write_submission(path, predictions):
@@ -138,9 +142,12 @@ def main():
     train_labels = np.load("data/train_labels.npy")
     test_images = np.load("data/test_images.npy")
     if args.train_subset > 0:
-        train_images, train_labels = train_images[:args.train_subset], train_labels[:args.train_subset]
-    print(f"training on {len(train_labels)} images, predicting {len(test_images)}", flush=True)
-    model = Net(channels=1, size=28)
+        train_images = train_images[:args.train_subset]
+        train_labels = train_labels[:args.train_subset]
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    print(f"training on {len(train_labels)} images, predicting {len(test_images)}, on {device}",
+          flush=True)
+    model = Net(channels=1, size=28).to(device)
     train(model, train_images, train_labels, args)
     write_submission(args.out, predict(model, test_images))
 
