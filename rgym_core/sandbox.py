@@ -16,13 +16,19 @@ A new backend should pass :mod:`rgym_core.testing.conformance`.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from attrs import define, field
 
+from rgym_core.sandboxes.output import truncate_output
 from rgym_core.specs import PreparedDataset, Resources
+from rgym_core.workspace_export import ExportReport, WorkspaceExportError, WorkspaceQuotaExceeded
+
+__all__ = ["DEFAULT_OUTPUT_LIMIT", "TIMEOUT_EXIT_CODE", "ExecResult", "ExportReport", "Sandbox",
+           "SandboxConfig", "SandboxError", "SandboxFacts", "SandboxSpec", "WorkspaceExportError",
+           "WorkspaceLayout", "WorkspaceQuotaExceeded", "truncate_output"]
 
 #: Default cap on the output of one command, in characters.
 DEFAULT_OUTPUT_LIMIT = 32_000
@@ -56,16 +62,53 @@ class ExecResult:
         return self.exit_code == 0 and not self.timed_out
 
 
-def truncate_output(text: str, limit: int) -> tuple[str, bool]:
-    """Keep the head and tail of ``text`` within ``limit`` characters, with a marker
-    in the middle saying how much was cut."""
-    if limit <= 0 or len(text) <= limit:
-        return text, False
-    head = limit * 2 // 3
-    tail = limit - head
-    cut = len(text) - head - tail
-    marker = f"\n[... {cut} characters truncated; redirect output to a file and read it in parts ...]\n"
-    return text[:head] + marker + text[len(text) - tail :], True
+@define(frozen=True)
+class SandboxFacts:
+    """What an episode's sandbox gives the agent, as the backend enforces it.
+
+    ``None`` means unknown or unlimited.  :meth:`items` lists the set facts, so the
+    runner can show them to the agent as they are."""
+
+    backend: str
+    #: Who agent commands run as, e.g. ``"uid 61007 (pooled)"``.
+    user: str | None = None
+    cpus: float | None = None
+    gpus: int | None = None
+    #: ``"none"`` (no network), ``"loopback"``, ``"host"`` (the host's network).
+    network: str | None = None
+    #: Memory as the agent should read it, e.g. ``"6.1 GiB available of 7.8 GiB"``.
+    memory: str | None = None
+    memory_available_mb: int | None = None
+    #: Per-process (local) or per-sandbox (Docker) memory limit, in MiB.
+    memory_limit_mb: int | None = None
+    #: Most processes the episode may run at once.
+    pids_limit: int | None = None
+    #: The workspace quota (``resources.disk_mb``), in MiB.
+    disk_quota_mb: int | None = None
+    #: How the sandbox is isolated, e.g. ``"bubblewrap"``, ``"container"``, ``"none"``.
+    isolation: str | None = None
+    image: str | None = None
+    workspace: str | None = None
+    #: What the backend cannot enforce here (one sentence each).
+    unenforced: tuple[str, ...] = ()
+    extras: dict[str, Any] = field(factory=dict)
+
+    def items(self) -> list[tuple[str, Any]]:
+        """``(name, value)`` of every fact that is set (extras included)."""
+        out = [(f.name, getattr(self, f.name)) for f in self.__attrs_attrs__  # type: ignore[attr-defined]
+               if f.name != "extras"]
+        out += list(self.extras.items())
+        return [(k, v) for k, v in out if v not in (None, (), [], {}, "")]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        value = dict(self.items()).get(name, default)
+        return value
+
+    def __getitem__(self, name: str) -> Any:
+        facts = dict(self.items())
+        if name not in facts:
+            raise KeyError(name)
+        return facts[name]
 
 
 @define
@@ -166,9 +209,24 @@ class Sandbox(abc.ABC):
         separate short-lived sandbox override this; the default is unsupported."""
         raise NotImplementedError(f"{type(self).__name__} cannot grade in a separate sandbox")
 
-    def describe(self) -> dict[str, Any]:
-        """Facts for the agent's status block (memory, GPUs, network)."""
-        return {}
+    def export_workspace(self, dest: Path, *, exclude: Sequence[str] = (),
+                         include: Sequence[str] | None = None,
+                         quota_bytes: int | None = None) -> ExportReport:
+        """Copy the workspace into the new host folder ``dest`` in one archive,
+        never trusting names or links the agent chose (the rules of
+        :mod:`rgym_core.workspace_export`, which every backend uses to extract).
+
+        ``exclude``/``include``: glob patterns on relative paths (dataset mounts
+        are the caller's to exclude).  ``quota_bytes`` (default: the task's
+        ``resources.disk_mb``) bounds the apparent size copied:
+        :class:`WorkspaceQuotaExceeded` past it.  Backends that cannot do this
+        raise :class:`NotImplementedError` (callers then copy entry by entry)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot export its workspace")
+
+    def describe(self) -> SandboxFacts:
+        """Facts for the agent's status block and ``rgym show`` (memory, CPUs,
+        GPUs, network, limits, who the agent runs as)."""
+        return SandboxFacts(backend=type(self).__name__)
 
     def __enter__(self) -> Sandbox:
         return self

@@ -176,6 +176,9 @@ class BwrapCommand:
     #: Mount ``/proc`` (of the new pid namespace) and a minimal ``/dev``.
     proc: bool = True
     dev: bool = True
+    #: An fd (passed to bwrap) on which it writes ``{"child-pid": N, ...}`` once the
+    #: sandbox runs: N is the host pid of the namespace's first process.
+    info_fd: int | None = None
     bwrap: str | None = None
     mounts: list[_Mount] = field(factory=list)
     files: list[tuple[str, bytes, int]] = field(factory=list)
@@ -281,6 +284,8 @@ class BwrapCommand:
             opts.append("--new-session")
         if self.as_pid_1:
             opts.append("--as-pid-1")
+        if self.info_fd is not None:
+            opts += ["--info-fd", str(self.info_fd)]
         if self.proc:
             opts += ["--proc", "/proc"]
         if self.dev:
@@ -369,5 +374,8 @@ def drop_privileges_argv(uid: int, gid: int) -> list[str]:
     ``uid``/``gid`` with no supplementary groups, no capabilities (bounding set
     included) and no-new-privileges."""
     setpriv = shutil.which("setpriv") or "setpriv"
+    env = shutil.which("env") or "/usr/bin/env"
+    # setpriv keeps its capabilities until it execs: let env, a fixed program, be
+    # that exec, so the command itself is found and opened without them.
     return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
-            "--bounding-set=-all", "--no-new-privs", "--"]
+            "--bounding-set=-all", "--no-new-privs", "--", env, "--"]
