@@ -213,10 +213,11 @@ def test_agent_cannot_read_hidden_files_or_change_datasets(registry, runs_dir: P
     )
     run_with(registry, runs_dir, agent)
     outputs = [o.output for o in agent.observations[1:]]
-    assert "Permission denied" in outputs[0]
-    assert "Permission denied" in outputs[1]
-    assert "not permitted" in outputs[2]
-    assert "Permission denied" in outputs[3]
+    assert "Permission denied" in outputs[0] or "No such file or directory" in outputs[0]
+    assert "x,y" not in outputs[0]
+    denied = ("Permission denied", "not permitted", "Read-only file system")
+    for output in outputs[1:4]:  # append, chmod, rm: refused (by permissions or a read-only mount)
+        assert any(word in output for word in denied), output
     assert "8f70fbea856a4e34a602edb63db189412150ae6301f99a7d09813790fea78065" in outputs[4]
 
 

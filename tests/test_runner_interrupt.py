@@ -20,7 +20,9 @@ from rich.console import Console
 from rgym_core.agents import EpisodeStatus
 from rgym_core.progress import EpisodeProgress
 from rgym_core.records import Action
+from rgym_core.registry import load_registry
 from rgym_core.rundir import RunDir, RunState
+from rgym_core.runner import RunConfig, run_episode
 from rgym_core.scoring import score_runs
 from rgym_core.specs import Budget
 
@@ -32,8 +34,9 @@ def _pids_matching(marker: str) -> list[int]:
 
 def test_sigkilled_run_is_listed_incomplete_and_finished_by_rgym_grade(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    done = run_cli("run", "rgym/demo", "--runs-dir", str(runs), "-q", "--seed", "1")
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_episode(RunConfig(task="rgym/demo", runs_dir=runs, seed=1, archive_workspace=False),
+                       load_registry())
+    assert done.status == "submitted"
     marker = f"sleep 120.{os.getpid()}7"  # unique: only this test's process matches it
     script = tmp_path / "script.yaml"
     script.write_text(yaml.safe_dump([{"tool": "bash", "args": {"command": "python baseline.py"}},
@@ -52,9 +55,8 @@ def test_sigkilled_run_is_listed_incomplete_and_finished_by_rgym_grade(tmp_path:
             time.sleep(0.05)
         assert killed is not None, "the long step never started"
         assert killed.state() is RunState.RUNNING
-        running = run_cli("score", str(runs))
-        assert running.returncode == 0, running.stderr
-        assert "Runs without a result" in running.stdout and "running" in running.stdout
+        assert [(p.path, p.state) for p in score_runs([runs]).pending] == [
+            (str(killed.path), "running")]
         sandbox = next(r for r in killed.records() if r["type"] == "sandbox")
         if sandbox.get("host_workspace"):
             leftovers.append(Path(sandbox["host_workspace"]).parent)
