@@ -124,7 +124,9 @@ def check_task(task: TaskSpec, report: PackReport, where: str) -> None:
     else:
         try:
             compile(entry.read_text(encoding="utf-8"), str(entry), "exec")
-            local = set()
+            from rgym_core.grader_protocol import KIT_PACKAGE
+
+            local = {KIT_PACKAGE}  # the runner copies the grader kit next to every grader
             for source, name in task.grader.include.items():
                 found = task.path(source)
                 report.add(where, bool(found and found.exists()), f"grader.include '{source}'"
@@ -204,8 +206,11 @@ def check_pack(path: Path, *, profiles: list[str] | None = None, run_baselines: 
             report.add(where, task.id in declared, "declared in [project.entry-points.\"rgym.provides\"]"
                        if task.id in declared else f"'{task.id}' is missing from [project.entry-points."
                        f"\"rgym.provides\"] in pyproject.toml: install hints will not name it")
-        for name, spec in _profiles_of(task, profiles, report, where):
-            check_task(spec, report, _where(where, name))
+        for i, (name, spec) in enumerate(_profiles_of(task, profiles, report, where)):
+            profile = task.profiles.get(name) if name else None
+            # The files are the same in every profile unless it changes the grader or datasets.
+            if i == 0 or (profile is not None and (profile.grader is not None or profile.datasets is not None)):
+                check_task(spec, report, _where(where, name if i else None))
         loaded.append((file, task))
     if run_baselines:
         for file, task in loaded:
