@@ -1,0 +1,44 @@
+"""CI runs exactly what the README tells a new user to run, in a fresh venv."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def readme_test_command() -> str:
+    text = (REPO / "README.md").read_text()
+    match = re.search(r"\*\*Run the tests\*\*.*?```bash\n(.+?)\n```", text, re.S)
+    assert match, "the README has no 'Run the tests' command"
+    return match.group(1).strip()
+
+
+def test_ci_runs_the_readme_test_command_in_a_fresh_venv() -> None:
+    run = (REPO / ".ci" / "run").read_text()
+    command = readme_test_command()
+    assert command == "pip install -r requirements-dev.txt && python -m pytest"
+    lines = [line.strip() for line in run.splitlines() if not line.strip().startswith("#")]
+    assert any(line.startswith(command) for line in lines), run
+    assert "python3 -m venv --clear" in run and '. "$venv_dir/bin/activate"' in run
+    # The setup scripts run first, in name order, and the Docker setup is one of them.
+    assert run.index(".ci/setup.d/*.sh") < run.index("python3 -m venv")
+    assert "docker-setup.sh" in (REPO / ".ci" / "setup.d" / "10-docker.sh").read_text()
+
+
+def test_setup_scripts_are_strict_bash() -> None:
+    for script in sorted((REPO / ".ci" / "setup.d").glob("*.sh")):
+        text = script.read_text()
+        assert text.startswith("#!/usr/bin/env bash"), script
+        assert "set -euo pipefail" in text, f"{script.name}: fail loudly (set -euo pipefail)"
+        assert os.access(script, os.X_OK), f"{script.name} is not executable"
+        done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+
+def test_readme_names_the_test_data_folder() -> None:
+    text = (REPO / "README.md").read_text()
+    assert "RGYM_TEST_DATA_DIR" in text
