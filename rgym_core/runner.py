@@ -125,6 +125,9 @@ class RunConfig:
     profile: str | None = None
     #: Send one cheap request to each model server before the episode starts.
     probe_models: bool = True
+    #: ``none``: the agent scaffold runs in this process (trusted code); ``process``:
+    #: in its own confined process (:mod:`rgym_core.agent_process`, untrusted scaffolds).
+    agent_isolation: str = "none"
 
 
 def select_tools(registry: Registry, task: TaskSpec, requested: list[str]) -> list[Tool]:
@@ -308,6 +311,13 @@ class Episode:
             raise RunError(str(exc)) from None
         self.profile: str | None = getattr(self.task, "profile", None)
         self.agent_spec: AgentSpec | None = agent_reg.item if agent_reg else None
+        self.agent_registration = agent_reg
+        if config.agent_isolation not in ("none", "process"):
+            raise RunError(f"unknown agent isolation '{config.agent_isolation}': choose none "
+                           "(in-process, trusted scaffolds) or process (untrusted scaffolds)")
+        if agent is not None and config.agent_isolation != "none":
+            raise RunError("an agent object given to the runner cannot be isolated; register "
+                           "it and pass its name, or use agent_isolation='none'")
         self.agent_name = agent_reg.name if agent_reg else type(agent).__name__
         if self.agent_spec is not None:
             if self.agent_spec.needs_model and not config.model:
@@ -423,6 +433,11 @@ class Episode:
                           seed=self.config.seed, options=dict(self.config.agent_options),
                           run_dir=self.run_dir, task_id=self.task.id)
         try:
+            if self.config.agent_isolation != "none":  # the scaffold in its own confined process
+                from rgym_core.agent_process import isolated_agent
+
+                return isolated_agent(self.agent_registration, cfg, self.config.agent_isolation,  # type: ignore[no-any-return]
+                                      registry=self.registry, budget=self.budget)
             return spec.factory(cfg)
         except (ValueError, LookupError, OSError, RuntimeError) as exc:
             raise RunError(f"agent '{self.agent_name}' could not start: {exc}") from None
