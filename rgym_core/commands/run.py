@@ -55,6 +55,9 @@ def once(*decls: str, default: Any = None, **kwargs: Any) -> Any:
 @once("--base-url", help="Model endpoint, as OpenAI clients take it (ending in /v1).")
 @once("--profile", "-p", help="Task profile (`rgym show TASK` lists them; default: the task's).")
 @once("--sandbox", "-s", default="local", help="Sandbox backend.")
+@once("--agent-isolation", type=click.Choice(["none", "process"]), default="none",
+      help="none: the scaffold runs inside rgym (trusted code); process: in its own confined "
+           "process, with model calls made by rgym (untrusted scaffolds).")
 @once("--max-steps", type=click.IntRange(min=1), help="Step budget.")
 @once("--time-limit", type=click.FloatRange(min=0, min_open=True), help="Wall-clock budget in seconds.")
 @once("--action-timeout", type=click.FloatRange(min=0, min_open=True),
@@ -103,6 +106,8 @@ def run_cmd(ctx: click.Context, task: str, tools: tuple[str, ...], agent_options
         memory_mb=kwargs["memory_mb"], cpus=kwargs["cpus"], pids=kwargs["pids"],
         sandbox_options=_parse_pairs(sandbox_options, "--sandbox-option"),
         tags={k: str(v) for k, v in _parse_pairs(tags, "--tag").items()})
+    if kwargs["agent_isolation"] != "none":
+        values["agent_isolation"] = kwargs["agent_isolation"]
     if kwargs["profile"] is not None:
         if "profile" not in attrs.fields_dict(RunConfig):
             raise click.UsageError("this version of the runner does not apply task profiles")
