@@ -18,12 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
 
-import gymnax  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
-from helpers import CHECKPOINT_SUFFIX, NUM_CHECKPOINTS, load_params  # noqa: E402
+from helpers import CHECKPOINT_SUFFIX, NUM_CHECKPOINTS, load_params, make_env  # noqa: E402
 from networks import get_model_ready  # noqa: E402
 
 #: Steps per episode the evaluation runs at most (MLGym's horizons).
@@ -62,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(files) != NUM_CHECKPOINTS:
         print(f"expected {NUM_CHECKPOINTS} checkpoints in {args.checkpoints}/, found {len(files)}")
         return 1
-    env, env_params = gymnax.make(config["env_name"])
+    env, env_params = make_env(config["env_name"])
     model, template = get_model_ready(jax.random.PRNGKey(0), config)
     run = jax.jit(lambda params, key: rollout(env, env_params, model, params, key, args.envs,
                                               HORIZON[config["env_name"]]))

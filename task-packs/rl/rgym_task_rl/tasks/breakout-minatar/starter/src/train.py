@@ -14,17 +14,17 @@ import sys
 import time
 from pathlib import Path
 
-import gymnax
 import jax
 import numpy as np
-from helpers import CHECKPOINT_SUFFIX, NUM_CHECKPOINTS, checkpoint_paths, load_config, save_params
+from helpers import (CHECKPOINT_SUFFIX, NUM_CHECKPOINTS, checkpoint_paths, load_config, make_env,
+                     save_params)
 from networks import get_model_ready
 from ppo import PPOConfig, make_ppo
 
 
 def train(config: dict, log_every_s: float = 10.0):
     """Train NUM_CHECKPOINTS policies; return their parameters (stacked on axis 0)."""
-    env, env_params = gymnax.make(config["env_name"])
+    env, env_params = make_env(config["env_name"])
     cfg = PPOConfig.from_dict(config["train"])
     keys = jax.random.split(jax.random.PRNGKey(int(config.get("seed", 42))), NUM_CHECKPOINTS)
     init_keys, train_keys = jax.vmap(jax.random.split, out_axes=1)(keys)

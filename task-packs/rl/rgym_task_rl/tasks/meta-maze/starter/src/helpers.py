@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,19 @@ from flax import serialization
 #: The grader evaluates exactly this many checkpoints, one per training seed.
 NUM_CHECKPOINTS = 5
 CHECKPOINT_SUFFIX = ".msgpack"
+
+
+def make_env(env_name: str):
+    """`gymnax.make(env_name)`.  gymnax imports matplotlib.pyplot and seaborn when it
+    loads, for rendering only; empty stand-ins for them save seconds per process."""
+    added = [n for n in ("seaborn", "matplotlib.pyplot") if n not in sys.modules]
+    sys.modules.update({n: types.ModuleType(n) for n in added})
+    try:
+        import gymnax
+    finally:
+        for name in added:
+            sys.modules.pop(name, None)
+    return gymnax.make(env_name)
 
 
 def load_config(path: str | Path, profile: str | None = None) -> dict[str, Any]:

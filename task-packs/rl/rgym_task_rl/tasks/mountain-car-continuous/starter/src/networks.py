@@ -17,19 +17,18 @@ from __future__ import annotations
 import math
 
 import flax.linen as nn
-import gymnax
 import jax
 import jax.numpy as jnp
 from distributions import Categorical, DiagGaussian
-from gymnax.environments import spaces
+from helpers import make_env
 
 
 def get_model_ready(rng: jax.Array, config: dict):
     """The network for `config["env_name"]`, sized by `config["network"]`, and its initial parameters."""
-    env, env_params = gymnax.make(config["env_name"])
+    env, env_params = make_env(config["env_name"])
     obs_shape = env.observation_space(env_params).shape
     action_space = env.action_space(env_params)
-    if isinstance(action_space, spaces.Discrete):
+    if hasattr(action_space, "n"):  # discrete
         continuous, num_outputs = False, int(action_space.n)
     else:
         continuous, num_outputs = True, math.prod(action_space.shape)

@@ -1,0 +1,108 @@
+"""The pack as a whole: registration without JAX, specs, starter copies, pins, and
+the grader's checks of the submission's files (which need no JAX)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from rl_testlib import PACK, TASK_DIRS, TASKS
+
+from rgym_core import load_task
+from rgym_core.testing import EvalFolder
+
+SHARED_STARTER = ["evaluate.py", "src/train.py", "src/ppo.py", "src/networks.py",
+                  "src/distributions.py", "src/helpers.py"]
+
+
+def test_plugin_registers_three_tasks_without_importing_jax() -> None:
+    code = ("import sys, rgym_task_rl.plugin as p; tasks = p.rgym_register_tasks(); "
+            "print(sorted(t.id for t in tasks)); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('jax', 'jaxlib', 'flax', 'optax', 'gymnax', 'numpy')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    ids, heavy = out.stdout.splitlines()
+    assert ids == str(["mlgym/breakout-minatar", "mlgym/meta-maze", "mlgym/mountain-car-continuous"])
+    assert heavy == "[]"
+
+
+@pytest.mark.parametrize("env_name", sorted(TASK_DIRS))
+def test_task_spec_profiles_and_grader(env_name: str) -> None:
+    task = load_task(TASK_DIRS[env_name])
+    assert task.primary_metric.name == "Reward Mean"
+    assert task.grader.location == "sandbox"
+    assert task.default_profile == "cpu" and set(task.profiles) == {"cpu", "mlgym"}
+    cpu, mlgym = task.with_profile("cpu"), task.with_profile("mlgym")
+    assert "Reward Mean" in cpu.baseline_scores, "the cpu baseline is measured and recorded"
+    assert mlgym.reference_scores["Reward Mean"] > 10   # MLGym's published baseline
+    assert env_name in task.description
+    config = (TASK_DIRS[env_name] / "starter" / "config.yaml").read_text()
+    assert f"env_name: {env_name}" in config and "profiles:" in config
+
+
+def test_shared_starter_files_are_identical_in_every_task() -> None:
+    first, *others = TASK_DIRS.values()
+    for name in SHARED_STARTER:
+        text = (first / "starter" / name).read_bytes()
+        for other in others:
+            assert (other / "starter" / name).read_bytes() == text, f"{other.name}/starter/{name} drifted"
+
+
+def test_pinned_requirements_agree_everywhere() -> None:
+    import rgym_task_rl
+
+    project = tomllib.loads((PACK / "pyproject.toml").read_text())["project"]
+    pins = set(rgym_task_rl.REQUIREMENTS)
+    assert pins <= set(project["dependencies"])
+    for task_dir in TASK_DIRS.values():
+        assert set(load_task(task_dir).resources.requirements) == pins
+    assert any(p.startswith("jax==") for p in pins) and not any("tensorflow" in p for p in pins)
+
+
+def test_check_pack_passes_fast() -> None:
+    out = subprocess.run([sys.executable, "-m", "rgym_core.cli", "check-pack", str(PACK), "--fast"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _grade_files(tmp_path: Path, files: dict) -> dict:
+    folder = EvalFolder.for_task(tmp_path / "eval", TASK_DIRS["Breakout-MinAtar"], files)
+    run = folder.run(timeout=120)
+    assert run.returncode == 0, run.output
+    return run.scores
+
+
+CONFIG = "env_name: Breakout-MinAtar\ntrain: {}\nnetwork: {}\n"
+
+
+@pytest.mark.parametrize("files, missing, message", [
+    ({}, True, "config.yaml is missing"),
+    ({"config.yaml": CONFIG}, True, "checkpoints/ is missing"),
+    ({"config.yaml": CONFIG, "checkpoints/notes.txt": "x"}, True, "found no checkpoint"),
+    ({"config.yaml": CONFIG, **{f"checkpoints/c-{i}.msgpack": b"x" for i in range(4)}}, False,
+     "found 4 checkpoints"),
+    ({"config.yaml": CONFIG, **{f"checkpoints/c-{i}.msgpack": b"x" for i in range(6)}}, False,
+     "found 6 checkpoints"),
+    ({"config.yaml": CONFIG, **{f"checkpoints/c-{i}.pkl": b"x" for i in range(5)}}, True,
+     "other files there: c-0.pkl"),
+], ids=["no-config", "no-checkpoints", "empty", "four", "six", "pickles"])
+def test_grader_names_what_is_missing_or_extra(tmp_path: Path, files: dict, missing: bool,
+                                               message: str) -> None:
+    scores = _grade_files(tmp_path, files)
+    assert message in scores["error"], scores
+    assert scores.get("missing_submission", False) is missing
+    assert "scores" not in scores
+    json.dumps(scores)
+
+
+def test_no_grader_file_is_a_starter_file() -> None:
+    starter = {p.name for d in TASK_DIRS.values() for p in (d / "starter").rglob("*")}
+    grader = {p.name for p in (TASKS / "_shared" / "rl_grader").iterdir()} - {"__pycache__"}
+    assert not (grader & starter) - {"evaluate.py"}
+    for d in TASK_DIRS.values():
+        assert (d / "grader" / "evaluate.py").read_text() != (d / "starter" / "evaluate.py").read_text()
