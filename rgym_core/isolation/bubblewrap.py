@@ -27,7 +27,9 @@ Two modes, chosen by who calls it:
   the caller's) maps to the caller's own uid, with no capabilities; nested user
   namespaces are disabled.
 
-Mounts are applied in the order they were added (later ones on top).  The
+Mounts are applied in the order they were added (later ones on top: add tmpfs
+folders such as ``/tmp`` before :meth:`BwrapCommand.system`, so an interpreter
+installed under ``/tmp`` stays visible).  The
 sandbox root is a tmpfs owned by root: only added mounts, ``/proc`` (of the new
 pid namespace) and a minimal ``/dev`` exist.
 """
@@ -323,7 +325,9 @@ class BwrapCommand:
                 if mount.option != "--remount-ro":
                     dest = mount.args[-1].rstrip("/") or "/"
                     argv += _parent_dirs(dest, made, mounted)
-                    (made if mount.option == "--dir" else mounted).add(dest)
+                    # Folders on the sandbox's own tmpfs can get more --dir inside them;
+                    # inside a host folder bound in, bwrap creates what is needed.
+                    (made if mount.option in ("--dir", "--tmpfs") else mounted).add(dest)
                 if mount.perms is not None and mount.option in ("--tmpfs", "--dir", "--file-data"):
                     argv += ["--perms", f"{mount.perms:o}".rjust(4, "0")]
                 if mount.size is not None:

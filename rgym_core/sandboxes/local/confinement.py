@@ -275,6 +275,8 @@ class Confinement:
         ready_r, ready_w = os.pipe()
         cmd = BwrapCommand(uid=self.uid, gid=self.gid, network=self.network, env=dict(env),
                            chdir=SANDBOX_WORKSPACE, as_pid_1=True, info_fd=info_w)
+        for folder in ("/tmp", "/var/tmp", "/dev/shm"):  # first: a venv under /tmp stays visible
+            cmd.tmpfs(folder, size_bytes=size)
         cmd.system()
         cmd.bind(self.host_workspace, SANDBOX_WORKSPACE)
         for mount, public in datasets.items():
@@ -282,8 +284,6 @@ class Confinement:
         cmd.dir(RGYM_DIR, mode=0o755)
         cmd.bind(self.host_status, f"{RGYM_DIR}/status")
         cmd.ro_bind(self.host_shell, f"{RGYM_DIR}/bash")
-        for folder in ("/tmp", "/var/tmp", "/dev/shm"):
-            cmd.tmpfs(folder, size_bytes=size)
         cmd.remount_ro("/")
         keeper = [*self.limits.prlimit_argv(), sys.executable, "-I", "-S", "-c", KEEPER,
                   str(control_r), str(ready_w)]
