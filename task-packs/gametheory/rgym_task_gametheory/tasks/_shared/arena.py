@@ -44,6 +44,8 @@ DEFAULT_SEED = 0
 PER_CALL_LIMIT_S = 2.0
 IMPORT_LIMIT_S = 60.0
 TOTAL_LIMIT_S = 300.0
+#: The seed of the strategy's random generators (fixed: see :func:`grade`).
+STRATEGY_SEED = "rgym-{game}-strategy-0"
 #: What the strategy's worker may use (the task's sandbox has 2 GiB).
 WORKER_LIMITS = Limits(wall_s=IMPORT_LIMIT_S + TOTAL_LIMIT_S + 30.0, memory_mb=2048, pids=32,
                        file_mb=64)
@@ -210,7 +212,10 @@ def grade(game: str, opponent: Opponent, payoff: Payoff, check_move: CheckMove,
     rng = random.Random(f"rgym-{game}-opponent-{seed}")
     strategy = None
     try:
-        strategy = StrategyProcess(f"rgym-{game}-strategy-{seed}", per_call_limit_s=call_limit)
+        # The strategy's generators get a fixed seed, never one derived from the grading
+        # seed: the worker's command line is the agent's to read, and a small seed could be
+        # recovered from any function of it (then the opponent's draws be replayed).
+        strategy = StrategyProcess(STRATEGY_SEED.format(game=game), per_call_limit_s=call_limit)
         result = play_games(strategy, opponent, payoff, check_move, rng, games=games)
     except StrategyError as exc:
         write_error(str(exc))
