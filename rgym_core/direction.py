@@ -61,10 +61,13 @@ def best(values: Iterable[float | None], direction: Direction) -> float | None:
 
 def sort_key(direction: Direction, key: Callable[[T], float] | None = None) -> Callable[[T], float]:
     """A sort key that puts the best first (``sorted(xs, key=sort_key(d))``)."""
-    get = key or (lambda x: x)  # type: ignore[assignment,return-value]
-    if direction == "maximize":
-        return lambda x: -get(x)  # type: ignore[arg-type]
-    return lambda x: get(x)  # type: ignore[arg-type]
+    sign = -1.0 if direction == "maximize" else 1.0
+
+    def ordered(item: T) -> float:
+        value = key(item) if key is not None else item
+        return sign * value  # type: ignore[operator]
+
+    return ordered
 
 
 def oriented_ratio(a: float | None, b: float | None, direction: Direction) -> float | None:

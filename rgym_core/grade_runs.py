@@ -37,12 +37,14 @@ from rgym_core.rundir import (
     RunDirError,
     RunState,
     TrajectoryWriter,
+    archive_folder,
     extract_workspace,
     mount_excludes,
     write_result,
 )
 from rgym_core.sandbox import DEFAULT_OUTPUT_LIMIT, ExecResult, Sandbox, WorkspaceLayout
 from rgym_core.serialization import SpecError, structure
+from rgym_core.workspace_export import ExportReport, extract_archive
 
 __all__ = ["FinishOutcome", "FolderWorkspace", "GradeError", "finish_run"]
 
@@ -110,13 +112,15 @@ class FolderWorkspace(Sandbox):
 
     def export_workspace(self, dest: Path, *, exclude: Sequence[str] = (),
                          include: Sequence[str] | None = None,
-                         quota_bytes: int | None = None) -> None:
-        from rgym_core.rundir import _excluded_top
-
-        Path(dest).mkdir(parents=True, exist_ok=False)
-        for entry in sorted(self.root.iterdir()):
-            if not _excluded_top(entry.name, exclude):
-                self.copy_out(entry.name, Path(dest) / entry.name)
+                         quota_bytes: int | None = None) -> ExportReport:
+        """Copy the folder out as every backend does: one tar stream, extracted with
+        the hostile-archive rules of :mod:`rgym_core.workspace_export`."""
+        with tempfile.TemporaryFile() as stream:
+            with tarfile.open(fileobj=stream, mode="w") as tar:
+                tar.add(self.root, arcname=".")
+            stream.seek(0)
+            return extract_archive(stream, Path(dest), exclude=exclude, include=include,
+                                   quota_bytes=quota_bytes)
 
     def cleanup(self) -> None:
         return None
@@ -141,10 +145,10 @@ def _rebuild(run: RunDir) -> EpisodeResult:
     """The result of a run that died without writing one, from what it left."""
     config = run.config()
     ident = run.identity()
-    task = config.get("task") if isinstance(config.get("task"), dict) else {}
+    task: dict[str, Any] = config["task"] if isinstance(config.get("task"), dict) else {}
     metrics = [m for m in task.get("metrics", []) if isinstance(m, dict)]
     primary = next((m for m in metrics if m.get("primary")), metrics[0] if metrics else {})
-    baseline = task.get("baseline") if isinstance(task.get("baseline"), dict) else {}
+    baseline: dict[str, Any] = task["baseline"] if isinstance(task.get("baseline"), dict) else {}
     started = float(run.start_record().get("started_at") or 0.0)
     usage = Usage()
     steps = 0
@@ -180,15 +184,9 @@ def _archive_leftover(run: RunDir, mounts: list[str]) -> bool:
     """Archive the workspace a killed run left on this host; True when done."""
     sandbox = next((r for r in run.records() if r.get("type") == "sandbox"), None)
     folder = (sandbox or {}).get("host_workspace")
-    if not folder or not Path(folder).is_dir():
+    if not folder or not Path(folder).is_dir() or Path(folder).is_symlink():
         return False
-    with tempfile.TemporaryDirectory(prefix="rgym-archive-") as tmp:
-        root = Path(tmp) / "workspace"
-        FolderWorkspace(Path(folder)).export_workspace(root, exclude=mount_excludes(mounts))
-        partial = run.path / f".{WORKSPACE_ARCHIVE}.tmp"
-        with tarfile.open(partial, "w:gz") as tar:
-            tar.add(root, arcname="workspace")
-        partial.replace(run.archive_path)
+    archive_folder(Path(folder), run.archive_path, exclude=mount_excludes(mounts))
     return True
 
 

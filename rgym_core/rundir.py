@@ -33,7 +33,6 @@ import fnmatch
 import json
 import os
 import re
-import shutil
 import socket
 import tarfile
 import tempfile
@@ -55,7 +54,7 @@ __all__ = [
     "CONFIG_FILE", "GRADER_DIR", "RESULT_FILE", "TRAJECTORY_FILE", "WORKSPACE_ARCHIVE",
     "EndReason", "EpisodeResult", "ExitStatus", "Owner", "RunDir", "RunDirError", "RunState",
     "TrajectoryWriter", "archive_workspace", "create_run_dir", "export_workspace",
-    "extract_workspace", "is_run_dir", "iter_numbered_records", "iter_records", "iter_run_dirs", "read_result",
+    "archive_folder", "extract_workspace", "is_run_dir", "iter_numbered_records", "iter_records", "iter_run_dirs", "read_result",
     "read_steps", "run_dir_path", "write_config", "write_result",
 ]
 
@@ -482,8 +481,8 @@ class RunDir:
             config = self.config()
         except RunDirError:
             config = {}
-        run = config.get("run") if isinstance(config.get("run"), dict) else {}
-        task = config.get("task") if isinstance(config.get("task"), dict) else {}
+        run: dict[str, Any] = config["run"] if isinstance(config.get("run"), dict) else {}
+        task: dict[str, Any] = config["task"] if isinstance(config.get("task"), dict) else {}
         start = self.start_record()
         out["task"] = task.get("id") or start.get("task") or run.get("task")
         out["agent"] = config.get("agent") or start.get("agent") or run.get("agent")
@@ -606,22 +605,46 @@ def archive_workspace(sandbox: Sandbox, run_dir: Path, *, exclude: Sequence[str]
     return target
 
 
-def extract_workspace(archive: Path, dest: Path) -> Path:
+def extract_workspace(archive: Path, dest: Path, *, quota_bytes: int | None = None) -> Path:
     """Unpack a ``workspace.tar.gz`` into the new folder ``dest`` (its ``workspace/``
-    becomes ``dest``) with the tarfile ``data`` filter: no absolute names, no
-    ``..``, no links out of ``dest``, no devices.  Returns ``dest``."""
+    becomes ``dest``) with the hostile-archive rules every backend uses
+    (:func:`rgym_core.workspace_export.extract_archive`: names checked, only files
+    and folders created, no link ever followed, sizes bounded by ``quota_bytes``).
+    Returns ``dest``; :class:`RunDirError` naming the archive when it cannot be read."""
+    from rgym_core.workspace_export import WorkspaceExportError, extract_archive
+
     archive, dest = Path(archive), Path(dest)
-    if not archive.is_file():
-        raise RunDirError(archive, "file not found")
-    dest.mkdir(parents=True, exist_ok=False)
-    with tempfile.TemporaryDirectory(prefix="rgym-unpack-", dir=dest.parent) as tmp:
-        try:
-            with tarfile.open(archive, "r:gz") as tar:
-                tar.extractall(tmp, filter="data")
-        except (tarfile.TarError, OSError, EOFError) as exc:
-            raise RunDirError(archive, f"cannot unpack: {exc}") from None
-        inner = Path(tmp) / "workspace"
-        source = inner if inner.is_dir() else Path(tmp)
-        for entry in source.iterdir():
-            shutil.move(str(entry), dest / entry.name)
+    try:
+        with archive.open("rb") as fh:
+            extract_archive(fh, dest, root="workspace", quota_bytes=quota_bytes)
+    except FileNotFoundError as exc:
+        what = "file not found" if not archive.exists() else f"cannot unpack: {exc.strerror}"
+        raise RunDirError(archive, what) from None
+    except (WorkspaceExportError, OSError) as exc:
+        raise RunDirError(archive, f"cannot unpack: {exc.strerror or exc}") from None
     return dest
+
+
+def archive_folder(folder: Path, target: Path, *, exclude: Sequence[str] = ()) -> Path:
+    """Write the host ``folder`` (a workspace a killed run left) as a
+    ``workspace.tar.gz`` at ``target`` (atomically), leaving out ``exclude``d
+    top-level entries.  Links are stored as links (never followed) and special
+    files are left out; :func:`extract_workspace` applies the hostile-archive rules
+    when the archive is unpacked."""
+    folder, target = Path(folder), Path(target)
+
+    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        rel = info.name.split("/", 1)[1] if "/" in info.name else ""
+        if rel and _excluded_top(rel.split("/", 1)[0], exclude):
+            return None
+        if not (info.isfile() or info.isdir() or info.issym() or info.islnk()):
+            return None
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with tarfile.open(partial, "w:gz") as tar:
+        tar.add(folder, arcname="workspace", filter=keep)
+    os.replace(partial, target)
+    return target

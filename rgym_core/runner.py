@@ -26,6 +26,7 @@ during the final grading stops the grader and records the episode as
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import os
 import signal
@@ -67,7 +68,6 @@ from rgym_core.records import (
 )
 from rgym_core.registry import Registry, RegistryError, load_registry
 from rgym_core.rundir import (
-    RunDir,
     TrajectoryWriter,
     archive_workspace,
     create_run_dir,
@@ -230,7 +230,7 @@ def _apply_profile(task: TaskSpec, profile: str | None) -> TaskSpec:
     """The task resolved for ``profile`` (``None``: its default profile)."""
     with_profile = getattr(task, "with_profile", None)
     if callable(with_profile):
-        return with_profile(profile)  # type: ignore[no-any-return]
+        return with_profile(profile)
     if profile is not None:
         raise RunError(f"task '{task.id}' has no profiles (--profile {profile})")
     return task
@@ -251,30 +251,10 @@ def grade_kind(end_reason: EndReason) -> str:
     return "submit" if end_reason is EndReason.SUBMIT else "autosubmit"
 
 
-class _ProfileGrader(Grader):
-    """A grader that adds the profile's environment to the grader's (until the
-    grader takes an ``env`` argument itself)."""
-
-    def __init__(self, *args: Any, extra_env: dict[str, str], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._extra_env = dict(extra_env)
-
-    def _env(self, root: Path, kind: str) -> dict[str, str]:  # noqa: D401
-        env = super()._env(root, kind)
-        env.update(self._extra_env)
-        return env
-
-
 def make_grader(task: TaskSpec, sandbox: Sandbox, datasets: dict[str, PreparedDataset], run_dir: Path,
                 *, isolated: bool, seed: int | None, env: dict[str, str]) -> Grader:
-    """The episode's grader, with ``env`` (the profile's) in the grader's environment."""
-    if "env" in inspect.signature(Grader).parameters:
-        return Grader(task, sandbox, datasets, run_dir, isolated=isolated, seed=seed,
-                      env=env)  # type: ignore[call-arg]
-    if not env:
-        return Grader(task, sandbox, datasets, run_dir, isolated=isolated, seed=seed)
-    return _ProfileGrader(task, sandbox, datasets, run_dir, isolated=isolated, seed=seed,
-                          extra_env=env)
+    """The episode's grader, with ``env`` (the task's and its profile's) in the grader's environment."""
+    return Grader(task, sandbox, datasets, run_dir, isolated=isolated, seed=seed, env=env)
 
 
 def profile_env(task: TaskSpec) -> dict[str, str]:
@@ -340,6 +320,7 @@ class Episode:
         self._agent_error: str | None = None
         self._pending_info: dict[str, Any] = {}
         self._prepared: tuple[list[Tool], dict[str, PreparedDataset], Agent] | None = None
+        self._agent_closed = False
         self.run_dir = run_dir_path(Path(config.runs_dir), self.task.id, self.agent_name,
                                     config.model, self.run_id, profile=self.profile)
 
@@ -362,7 +343,7 @@ class Episode:
         try:
             self._check_models(agent)
         except BaseException:
-            _close_agent(agent)
+            self._close_agent(agent)
             raise
         self._prepared = (tools, datasets, agent)
 
@@ -378,9 +359,15 @@ class Episode:
 
     def close(self) -> None:
         """Release what :meth:`prepare` built when the episode will not run."""
-        if self._prepared is not None and self._agent is None:
-            _close_agent(self._prepared[2])
+        if self._prepared is not None:
+            self._close_agent(self._prepared[2])
         self._prepared = None
+
+    def _close_agent(self, agent: Agent) -> None:
+        """Close the agent (its optional ``close()``), once."""
+        if not self._agent_closed:
+            self._agent_closed = True
+            _close_agent(agent)
 
     # -- setup ------------------------------------------------------------------
 
@@ -402,10 +389,10 @@ class Episode:
         write_config(self.run_dir, data)
 
     def _make_sandbox(self) -> Sandbox:
-        res = self.task.resources
-        res = attrs.evolve(res, **{k: v for k, v in {
-            "memory_mb": self.config.memory_mb, "cpus": self.config.cpus, "pids": self.config.pids,
-        }.items() if v is not None})
+        overrides: dict[str, Any] = {
+            "memory_mb": self.config.memory_mb, "cpus": self.config.cpus, "pids": self.config.pids}
+        res = attrs.evolve(self.task.resources,
+                           **{k: v for k, v in overrides.items() if v is not None})
         spec = self.registry.sandbox(self.sandbox_name)
         explicit = {name for name in ("memory_mb", "cpus", "pids", "gpus", "image", "network")
                     if getattr(self.config, name) is not None}
@@ -436,7 +423,7 @@ class Episode:
             if self.config.agent_isolation != "none":  # the scaffold in its own confined process
                 from rgym_core.agent_process import isolated_agent
 
-                return isolated_agent(self.agent_registration, cfg, self.config.agent_isolation,  # type: ignore[no-any-return]
+                return isolated_agent(self.agent_registration, cfg, self.config.agent_isolation,
                                       registry=self.registry, budget=self.budget)
             return spec.factory(cfg)
         except (ValueError, LookupError, OSError, RuntimeError) as exc:
@@ -513,19 +500,19 @@ class Episode:
             self.writer.write("error", {"traceback": traceback.format_exc()})
         finally:
             with _shielded():
+                self._close_agent(agent)  # when the episode failed before the agent's loop
                 self._finish(sandbox, ctx, result)
         return result
 
     def _run_loop(self, sandbox: Sandbox, ctx: ToolContext, result: EpisodeResult,
                   agent: Agent) -> None:
-        raw_facts = sandbox.describe()
-        facts = raw_facts if isinstance(raw_facts, dict) else unstructure(raw_facts)
+        facts = dict(sandbox.describe().items())  # the facts the backend set (typed or a mapping)
         self.status.extras.update({k: v for k, v in facts.items()
                                    if k in ("memory", "gpus", "cpus") and v is not None})
         for tool in self.tools.values():
             ctx.tool_config = self.task.tool_config.get(tool.namespace, {})
             tool.start(ctx)
-            self.status.providers.append(lambda t=tool: t.status(ctx))
+            self.status.providers.append(functools.partial(tool.status, ctx))
         context = TaskContext(
             task_id=self.task.id, description=self.task.description,
             tools=[t.schema for t in self.tools.values()], budget=self.budget, status=self.status,
@@ -547,7 +534,7 @@ class Episode:
             _call(agent.start, context)
             end_reason = self._steps(agent, ctx, observation)
         finally:
-            _close_agent(agent)
+            self._close_agent(agent)
         result.end_reason = end_reason
         self._final_grading(result, end_reason)
 
@@ -743,9 +730,11 @@ def _host_workspace(sandbox: Sandbox) -> str | None:
 def _error_text(exc: BaseException) -> str:
     if isinstance(exc, ToolError):
         return str(exc)
-    name = {FileNotFoundError: "No such file or directory", PermissionError: "Permission denied",
-            IsADirectoryError: "Is a directory", NotADirectoryError: "Not a directory",
-            FileExistsError: "File exists"}.get(type(exc), type(exc).__name__)
+    names: dict[type[BaseException], str] = {
+        FileNotFoundError: "No such file or directory", PermissionError: "Permission denied",
+        IsADirectoryError: "Is a directory", NotADirectoryError: "Not a directory",
+        FileExistsError: "File exists"}
+    name = names.get(type(exc), type(exc).__name__)
     target = getattr(exc, "filename", None)
     return f"{name}: {target}" if target else f"{name}: {exc}"
 
@@ -776,6 +765,6 @@ def run_episode(config: RunConfig, registry: Registry | None = None, *, agent: A
     return episode.run()
 
 
-__all__ = ["PROFILE_ENV", "Episode", "ProgressCallback", "RunConfig", "RunDir", "RunError",
+__all__ = ["PROFILE_ENV", "Episode", "ProgressCallback", "RunConfig", "RunError",
            "final_status", "grade_kind", "make_grader", "preflight", "profile_env",
            "run_dir_path", "run_episode", "select_tools"]

@@ -198,7 +198,7 @@ def _episode_of(result: EpisodeResult, source: str, solver_key: str | None,
             sm = sub.metric or metric
             subs.append(SubtaskInfo(
                 id=sub.id, metric=sm,
-                direction=result.metrics.get(sm, result.direction) if sm != metric
+                direction=result.metrics.get(sm, result.direction) if sm and sm != metric
                 else result.direction,
                 baseline=_number(sub.baseline_scores.get(sm) if sm else None, source),
                 reference=_number(sub.reference_scores.get(sm) if sm else None, source),

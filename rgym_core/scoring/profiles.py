@@ -27,7 +27,9 @@ Where MLGym is undefined, rgym decides (and the tests pin it down):
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from attrs import define, field
@@ -151,11 +153,11 @@ class ProfileResult:
     last: ProfileSet
     rankings: dict[str, dict[str, list[str]]] = field(factory=dict)
 
-    def aup_rows(self) -> list[dict[str, float | str]]:
+    def aup_rows(self) -> list[dict[str, Any]]:
         """``[{"solver", "best_aup", "last_aup"}]``, best first (ties by name)."""
-        rows = [{"solver": s, "best_aup": self.best.aup[s], "last_aup": self.last.aup[s]}
-                for s in self.solvers]
-        return sorted(rows, key=lambda r: (-r["best_aup"], -r["last_aup"], r["solver"]))
+        order = sorted(self.solvers, key=lambda s: (-self.best.aup[s], -self.last.aup[s], s))
+        return [{"solver": s, "best_aup": self.best.aup[s], "last_aup": self.last.aup[s]}
+                for s in order]
 
 
 def _solvers_of(tables: Sequence[ScoreTable], solvers: Sequence[str] | None,
@@ -210,8 +212,9 @@ def task_ranks(scores: Mapping[str, float | None], solvers: Sequence[str],
                direction: Direction) -> dict[str, float]:
     """1-based rank positions on one task; ties and the missing solvers (placed
     last) share the average of the positions they occupy."""
-    present = sorted(((float(scores[s]), s) for s in solvers if _present(scores.get(s))),  # type: ignore[arg-type]
-                     key=sort_key(direction, lambda p: p[0]))
+    pairs: list[tuple[float, str]] = [(float(v), s) for s in solvers
+                                      if (v := scores.get(s)) is not None and _present(v)]
+    present = sorted(pairs, key=sort_key(direction, operator.itemgetter(0)))
     ranks: dict[str, float] = {}
     position = 1
     i = 0

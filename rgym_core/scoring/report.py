@@ -189,10 +189,10 @@ def to_csv(report: ScoreReport) -> str:
                 w.writerow([label, t, s, "score", cell(table.get(t, {}).get(s))])
                 w.writerow([label, t, s, "ratio", ps.tasks[t].ratios[s]])
             w.writerow([label, t, "", "tau_max", ps.tasks[t].tau_max])
-    for s in report.summaries:
+    for summary in report.summaries:
         for f in ("runs", "failed", "infra", "best_at_k", "last_at_k", "best_mean", "best_se",
                   "last_mean", "last_se"):
-            w.writerow(["summary", s.task, s.solver, f, cell(getattr(s, f))])
+            w.writerow(["summary", summary.task, summary.solver, f, cell(getattr(summary, f))])
     w.writerow(["aup", "", "", "T", p.end])
     for row in p.aup_rows():
         w.writerow(["aup", "", row["solver"], "best_aup", row["best_aup"]])
@@ -227,7 +227,7 @@ def plot_profiles(report: ScoreReport, path: Path | str) -> Path:
     styles = ["-", "--", "-."]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
     panels = (("Best attempt", p.best), ("Last submission", p.last))
-    handles = []
+    handles: list[Any] = []
     for ax, (title, ps) in zip(axes, panels, strict=True):
         handles = []
         for i, solver in enumerate(order):
