@@ -149,6 +149,7 @@ class _Extractor:
         self.report = ExportReport(dest=dest)
         self.kinds: dict[str, str] = {}  # rel -> "dir" | "file"
         self.symlinks: list[tuple[str, str]] = []
+        self.link_names: set[str] = set()
         self.entries = 0
         self.root_kind: str | None = None
 
@@ -215,10 +216,14 @@ class _Extractor:
                 return
             if self.include is not None and member.isdir() and not self.included(rel):
                 return  # created on demand when a file below it is kept
+            parent = posixpath.dirname(rel)
+            if self.link_names and any(p in self.link_names for p in _prefixes(parent)):
+                self.drop(rel, "inside a symbolic link")
+                return
             if member.issym():
                 self.symlinks.append((rel, member.linkname))
+                self.link_names.add(rel)
                 return
-            parent = posixpath.dirname(rel)
             if parent and self.kinds.get(parent) != "dir" and not self._make_parents(parent):
                 self.drop(rel, "its folder could not be created")
                 return
@@ -390,6 +395,12 @@ class _Extractor:
                     return None  # links through linked folders are not followed
             current = normal
         return None
+
+
+def _prefixes(path: str) -> list[str]:
+    """``a``, ``a/b``, ``a/b/c`` for ``a/b/c`` (nothing for "")."""
+    parts = path.split("/") if path else []
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 def _copy_region(source: IO[bytes], fd: int, offset: int, size: int, path: Path) -> None:

@@ -131,6 +131,11 @@ class AgentFiles:
         full = self.resolve(src).rstrip("/") or "/"
         parent, name = posixpath.split(full)
         dest = Path(dest)
+        if name in ("", ".", "..") or ".." in full.split("/"):
+            raise OSError(errno.EINVAL, "copy_out needs a path that names a file or folder, "
+                          "without '.' or '..'", src)
+        if dest.name in ("", ".", "..") or ".." in dest.parts:
+            raise OSError(errno.EINVAL, "copy_out needs a destination without '..'", str(dest))
         if dest.is_dir() and not dest.is_symlink():
             import shutil
 

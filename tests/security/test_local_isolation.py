@@ -1,0 +1,241 @@
+"""Attacks on the local sandbox's isolation (issue 10, items 2 and 7): an agent
+reads hidden data, leaves something behind for a later episode, reaches a
+concurrent episode, or exhausts the host's processes.
+
+Hidden-data reads are blocked by bubblewrap (only the workspace, the datasets, the
+interpreter and a few ``/etc`` files are visible); everything else holds in every
+mode where the agent has its own uid (bubblewrap, or a pooled uid as root).
+``test_local_normal_user.py`` reruns these tests as a normal user.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from rgym_core.isolation import bwrap_problem
+from rgym_core.sandbox import SandboxConfig, WorkspaceLayout
+from rgym_core.sandboxes.local import MODE_NONE, LocalSandbox
+from rgym_core.specs import Resources
+
+ROOT = os.geteuid() == 0
+BWRAP = bwrap_problem() is None
+MODES = (["bubblewrap"] if BWRAP else []) + ["plain"]
+REPO = Path(__file__).resolve().parents[2]
+needs_bwrap = pytest.mark.skipif(not BWRAP, reason=f"bubblewrap unusable here: {bwrap_problem()}")
+
+Factory = Callable[..., LocalSandbox]
+
+
+@pytest.fixture(params=MODES)
+def make_box(request: pytest.FixtureRequest) -> Iterator[Factory]:
+    made: list[LocalSandbox] = []
+
+    def make(run_id: str = "attack/isolation", **config: object) -> LocalSandbox:
+        box = LocalSandbox(SandboxConfig(run_id=run_id, options={  # type: ignore[arg-type]
+            "bubblewrap": request.param == "bubblewrap"}, **config))
+        made.append(box)
+        box.start(WorkspaceLayout())
+        if box.mode == MODE_NONE:
+            pytest.skip("a normal user without bubblewrap shares a uid with rgym and with every "
+                        "other episode: no isolation to test (the warning and README say so)")
+        return box
+
+    try:
+        yield make
+    finally:
+        for box in made:
+            box.cleanup()
+
+
+@pytest.fixture
+def make_bwrap_box() -> Iterator[Factory]:
+    made: list[LocalSandbox] = []
+
+    def make(**config: object) -> LocalSandbox:
+        box = LocalSandbox(SandboxConfig(run_id="attack/hidden",  # type: ignore[arg-type]
+                                         options={"bubblewrap": True}, **config))
+        made.append(box)
+        box.start(WorkspaceLayout())
+        return box
+
+    try:
+        yield make
+    finally:
+        for box in made:
+            box.cleanup()
+
+
+def token_processes(token: str) -> list[int]:
+    """Live host processes with ``token`` on their command line."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            state = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if token.encode() in cmdline and state not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+# -- hidden data ----------------------------------------------------------------------
+
+
+@needs_bwrap
+def test_host_files_are_invisible(make_bwrap_box, tmp_path: Path) -> None:
+    """Pack checkouts (their ``.git`` and grader folders), a raw ``--data-dir``, caches
+    under ``/root`` and the home folders are not in the agent's view at all."""
+    token = uuid.uuid4().hex[:12]
+    data_dir = Path("/tmp") / f"rgym-raw-data-{token}"
+    data_dir.mkdir()
+    try:
+        (data_dir / f"answers-{token}.csv").write_text(f"id,label\n1,SECRET_{token}\n")
+        os.chmod(data_dir, 0o755)
+        os.chmod(data_dir / f"answers-{token}.csv", 0o644)
+        box = make_bwrap_box()
+        grader = REPO / "rgym_core" / "demo" / "tasks" / "demo" / "grader"
+        for path in (REPO / ".git", grader, data_dir, Path("/root/.cache"),
+                     Path("/home"), Path(sys.prefix) / "pyvenv.cfg"):
+            result = box.run(f"ls -d {path}")
+            expected_visible = path == Path(sys.prefix) / "pyvenv.cfg"  # the interpreter is
+            assert (result.exit_code == 0) == expected_visible, (path, result.output)
+        found = box.run(f"find / -xdev -name 'answers-{token}*' 2>/dev/null; "
+                        f"grep -rl SECRET_{token} /tmp /var /root /workspace /etc /dev/shm "
+                        "2>/dev/null; echo done", timeout=120)
+        assert found.output.strip() == "done", found.output
+        top = set(box.run("ls -A /").output.split())
+        assert top <= {".rgym", "bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc",
+                       "root", "sbin", "tmp", "usr", "var", "workspace", "opt", "work"}, top
+        for outside in sorted(top - {".rgym", "bin", "dev", "etc", "lib", "lib32", "lib64",
+                                     "libx32", "proc", "sbin", "tmp", "usr", "var", "workspace"}):
+            # Only the interpreter's folders may appear there (e.g. /work/venv, /root/.pyenv/...).
+            listing = box.run(f"find /{outside} -maxdepth 3").output.split()
+            assert all(any(p.startswith(i) or i.startswith(p) for i in _interpreter())
+                       for p in listing), listing
+    finally:
+        for child in data_dir.iterdir():
+            child.unlink()
+        data_dir.rmdir()
+
+
+def _interpreter() -> list[str]:
+    from rgym_core.isolation import interpreter_paths
+
+    return interpreter_paths()
+
+
+@needs_bwrap
+def test_the_runner_and_other_processes_are_invisible(make_bwrap_box) -> None:
+    """``/proc/<runner>/cmdline`` (which names ``--data-dir``) cannot be read: only
+    the episode's own processes are in its pid namespace."""
+    box = make_bwrap_box()
+    visible = box.run("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").output
+    assert "pytest" not in visible and "rgym_core" not in visible
+    assert int(box.run("ls -d /proc/[0-9]* | wc -l").output) < 10
+    assert box.run(f"kill -0 {os.getpid()}").exit_code != 0
+
+
+@needs_bwrap
+def test_no_network_unless_allowed(make_bwrap_box) -> None:
+    box = make_bwrap_box()
+    links = box.run("cat /proc/net/dev").output
+    assert "lo:" in links and len([ln for ln in links.splitlines() if ":" in ln]) == 1
+    probe = ("import socket\ntry:\n    socket.create_connection(('10.255.255.1', 80), "
+             "timeout=2)\nexcept OSError as exc:\n    print(type(exc).__name__, exc.errno)\n")
+    box.write_file("net.py", probe)
+    assert "101" in box.run("python net.py").output  # ENETUNREACH: no route at all
+    open_box = make_bwrap_box(network=True)
+    assert len([ln for ln in open_box.run("cat /proc/net/dev").output.splitlines()
+                if ":" in ln]) == len([ln for ln in Path("/proc/net/dev").read_text().splitlines()
+                                       if ":" in ln])
+
+
+# -- across episodes --------------------------------------------------------------------
+
+
+def test_nothing_survives_an_episode(make_box) -> None:
+    """Files in /tmp, /var/tmp, /dev/shm and home, and a detached ``env -i setsid``
+    process trying to rewrite a later episode's submission, are all gone with it."""
+    token = f"rgymstray{uuid.uuid4().hex[:10]}"
+    first = make_box(run_id="attack/first")
+    stray = ("import glob, time\n"
+             f"# {token}\n"
+             "end = time.time() + 6\n"
+             "while time.time() < end:\n"
+             "    for path in glob.glob('/tmp/rgym-*/workspace/submission.csv') + "
+             "['/workspace/submission.csv']:\n"
+             "        try:\n"
+             "            open(path, 'w').write('pwned')\n"
+             "        except OSError:\n"
+             "            pass\n"
+             "    time.sleep(0.05)\n")
+    first.write_file("stray.py", stray)
+    planted = first.run(f"for d in /tmp /var/tmp /dev/shm $HOME; do echo x > $d/{token}; done; "
+                        f"cp stray.py /tmp/{token}.py; "
+                        f"(env -i setsid {sys.executable} /tmp/{token}.py {token} "
+                        f">/dev/null 2>&1 &); sleep 0.5")
+    assert planted.exit_code == 0, planted.output
+    assert token_processes(token), "the stray did not start"
+    first.cleanup()
+    assert token_processes(token) == []
+    second = make_box(run_id="attack/second")
+    assert second.run("echo mine > submission.csv").exit_code == 0
+    time.sleep(1.0)
+    assert second.read_file("submission.csv") == b"mine\n"
+    left = second.run(f"ls /tmp/{token} /var/tmp/{token} /dev/shm/{token} $HOME/{token} "
+                      "2>&1").output
+    assert left.count("No such file") == 4, left
+    for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+        assert not list(Path(folder).glob(f"{token}*")), folder
+
+
+def test_concurrent_episodes_cannot_touch_each_other(make_box) -> None:
+    victim = make_box(run_id="attack/victim")
+    victim.run("echo precious > submission.csv; sleep 300 &")
+    attacker = make_box(run_id="attack/attacker")
+    host_victim = victim.host_workspace
+    attack = attacker.run(f"echo pwned > {host_victim}/submission.csv; "
+                          f"cat {host_victim}/submission.csv; ls {host_victim.parent}; "
+                          "kill -9 -1; pkill -9 -f sleep; true", timeout=30)
+    assert "precious" not in attack.output
+    assert victim.read_file("submission.csv") == b"precious\n"
+    assert victim.run("echo alive; jobs -r | wc -l").output.split() == ["alive", "1"]
+
+
+def test_a_fork_bomb_stays_inside(make_box) -> None:
+    """The episode's process limit stops the bomb; the host (this test) can fork all
+    along, and the episode works again once the command's timeout killed it."""
+    box = make_box(resources=Resources(pids=200))
+    forks: list[int] = []
+    stop = threading.Event()
+
+    def host_forks() -> None:
+        while not stop.is_set():
+            forks.append(subprocess.run(["true"], timeout=30).returncode)
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=host_forks)
+    thread.start()
+    try:
+        result = box.run("bomb() { bomb | bomb & }; bomb; sleep 30", timeout=4)
+    finally:
+        stop.set()
+        thread.join()
+    assert result.timed_out
+    assert forks and set(forks) == {0}
+    assert subprocess.run(["true"], timeout=30).returncode == 0
+    assert box.run("echo recovered", timeout=60).output.splitlines()[-1] == "recovered"
+    leftover = box.run("ps -e --no-headers 2>/dev/null | wc -l || true").output.strip()
+    assert box.mode != "bubblewrap" or int(leftover or 0) < 20, leftover
