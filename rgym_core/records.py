@@ -190,7 +190,10 @@ class Step:
 @define
 class ScoreRecord:
     """One grading of the workspace: a ``validate``, the ``submit`` or the
-    ``autosubmit``.  ``valid`` is False when the grader failed; ``error`` then says why."""
+    ``autosubmit``.  ``valid`` is False when the grader failed; ``error`` then says why.
+    ``confined`` says whether the agent code the grader ran was confined (another
+    user, no network, limits): ``False`` when the machine could not provide it,
+    ``None`` when unknown (the grader ran no agent code, or an older rgym)."""
 
     step: int
     kind: str
@@ -200,6 +203,7 @@ class ScoreRecord:
     error: str | None = None
     details: dict[str, Any] = field(factory=dict)
     duration_s: float = 0.0
+    confined: bool | None = None
 
 
 def _optional_end_reason(value: Any) -> EndReason | None:

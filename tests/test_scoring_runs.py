@@ -121,3 +121,15 @@ def test_bad_input_exits_2_naming_the_file(tmp_path):
     empty.mkdir()
     proc = rgym_score(str(empty))
     assert proc.returncode == 2 and f"{empty}: no result.json found" in proc.stderr
+
+
+def test_runs_graded_without_confinement_are_flagged(tmp_path):
+    path = add_run(tmp_path, "p/t1", "a", 0, [0.7])
+    add_run(tmp_path, "p/t1", "a", 1, [0.8])
+    raw = json.loads((path / "result.json").read_text())
+    raw["scores"][-1]["confined"] = False
+    (path / "result.json").write_text(json.dumps(raw))
+    report = score_runs([tmp_path])
+    assert report.warnings == ["1 run(s) were graded without confining the agent's code (this "
+                               "machine lacked bubblewrap or a separate user): their scores are "
+                               "only as trustworthy as that code"]

@@ -312,6 +312,12 @@ def load_runs(paths: Iterable[Path | str], solver_key: str | None = None, *,
             ep.run = f"{ep.run}:{result.run_id}"
         seen[key] = 1
         data.episodes.append(ep)
+    unconfined = sum(1 for result, _ in results
+                     if result.scores and result.scores[-1].confined is False)
+    if unconfined:
+        data.warnings.append(f"{unconfined} run(s) were graded without confining the agent's code "
+                             "(this machine lacked bubblewrap or a separate user): their scores "
+                             "are only as trustworthy as that code")
     for task in sorted(split):
         names = ", ".join(sorted(p or "default" for p in profiles[task]))
         data.notes.append(f"note: runs of {task} used profiles {names}: each profile is scored "
