@@ -118,10 +118,27 @@ def _inside(path: str, roots: Iterable[str]) -> bool:
 
 
 @functools.cache
+def _packages() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+def site_dirs() -> list[str]:
+    """The site folders on ``sys.path`` (a layered venv's parent's included)."""
+    out: list[str] = []
+    for entry in sys.path:
+        if entry and os.path.basename(entry.rstrip("/")) in ("site-packages", "dist-packages") \
+                and os.path.isdir(entry):
+            real = _real(entry)
+            if real not in out:
+                out.append(real)
+    return out
+
+
+@functools.cache
 def _import_locations() -> dict[str, tuple[str, ...]]:
     """``{import name: (folders or module files,)}`` for every installed top-level name."""
     out: dict[str, tuple[str, ...]] = {}
-    for name in importlib.metadata.packages_distributions():
+    for name in _packages():
         if not name.isidentifier():
             continue
         try:
@@ -141,7 +158,7 @@ def _import_locations() -> dict[str, tuple[str, ...]]:
 def _names_of_distributions() -> dict[str, tuple[str, ...]]:
     """``{normalized distribution name: (import names,)}``."""
     out: dict[str, list[str]] = {}
-    for name, dists in importlib.metadata.packages_distributions().items():
+    for name, dists in _packages().items():
         for dist in dists:
             out.setdefault(_norm(dist), []).append(name)
     return {k: tuple(v) for k, v in out.items()}
@@ -209,13 +226,14 @@ def plan_view(registry: Any, agent_distribution: str, *, extra_hidden: Iterable[
     secrets, hidden_dists = secret_paths(registry, agent_distribution, extra=extra_hidden)
     system_roots = ["/usr", *(d for d in SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d))]
     interp = [_real(p) for p in interpreter_paths()]
+    sites = [d for d in site_dirs() if not _inside(d, interp)]
     hidden_code: set[str] = set()
     for dist in hidden_dists:
         hidden_code.update(distribution_locations(dist))
     needed: set[str] = set(distribution_locations(CORE_DISTRIBUTION))
     needed.update(distribution_locations(agent_distribution))
-    bound: list[str] = []
-    roots = [*system_roots, *interp]
+    bound: list[str] = list(sites)  # a layered venv's parent environment
+    roots = [*system_roots, *interp, *sites]
     for places in _import_locations().values():
         for place in places:
             if place in hidden_code or _inside(place, roots) or _inside(place, bound):
@@ -278,6 +296,18 @@ def _limits(leased: bool) -> Limits:
                   file_size_bytes=SCRATCH_MB << 20, memory_bytes=memory_mb << 20)
 
 
+def _open_parents(cmd: BwrapCommand, path: str, scratch: tuple[str, ...]) -> None:
+    """Create the folders between a scratch tmpfs and ``path`` with mode 0755 (bubblewrap
+    would make them 0700, closed to the agent's uid)."""
+    for top in scratch:
+        if _inside(path, [top]) and path != top:
+            current = top
+            for part in Path(path).relative_to(top).parts[:-1]:
+                current = f"{current}/{part}"
+                if not any(m.option == "--dir" and m.args == (current,) for m in cmd.mounts):
+                    cmd.dir(current, mode=0o755)
+
+
 def child_command() -> list[str]:
     """The agent process's command line (inside the confinement)."""
     return [sys.executable, "-I", "-B", "-m", "rgym_core.agent_process.child"]
@@ -299,7 +329,13 @@ def plan_launch(registry: Any, agent_distribution: str, *,
                           "needs, so the agent process can read it")
             env = {**BASE_ENV, "HOME": HOME, "TMPDIR": "/tmp"}
             cmd = BwrapCommand(uid=user.uid if user else None, gid=user.gid if user else None,
-                               network=False, env=env, chdir=HOME).system()
+                               network=False, env=env, chdir=HOME)
+            # scratch folders first: what is bound below them (a venv in /tmp) lies on top
+            cmd.tmpfs("/tmp", size_bytes=SCRATCH_MB << 20)
+            cmd.tmpfs("/dev/shm", size_bytes=64 << 20)
+            for path in [*interpreter_paths(), *view.bound]:
+                _open_parents(cmd, path, ("/tmp", "/dev/shm"))
+            cmd.system()
             for path in view.bound:
                 cmd.ro_bind(path)
             for path in view.hidden:
@@ -307,8 +343,6 @@ def plan_launch(registry: Any, agent_distribution: str, *,
                     cmd.tmpfs(path, size_bytes=4096, mode=0o555).remount_ro(path)
                 else:
                     cmd.file(path, b"", mode=0o444)
-            cmd.tmpfs("/tmp", size_bytes=SCRATCH_MB << 20)
-            cmd.tmpfs("/dev/shm", size_bytes=64 << 20)
             cmd.tmpfs(HOME, size_bytes=SCRATCH_MB << 20, mode=0o700)
             cmd.remount_ro("/")
             prepared_cm = cmd.prepare(child_command(), limits=limits)

@@ -293,8 +293,9 @@ class ProcessAgent:
         self.budget = budget or Budget()
         self._status: EpisodeStatus | None = None
         self._pending = Usage()
-        self._failure: AgentProcessError | None = None
+        self._failure: Exception | None = None
         self._closed = False
+        self._broken = False
         self._proc: subprocess.Popen[bytes] | None = None
         self._channel: Channel | None = None
         self._stderr: _StderrLog | None = None
@@ -332,16 +333,16 @@ class ProcessAgent:
         message = {"type": "start", "context": self._context(context), "status": self._counters()}
         try:
             self._exchange(message, ("started",), phase="start")
-        except BudgetExceeded as exc:
-            self._failure = AgentProcessError(f"the agent ran out of budget in start(): {exc}")
-        except AgentProcessError as exc:
-            # reported at the first act, so the episode ends as an agent error and is graded
+        except (AgentProcessError, BudgetExceeded) as exc:
+            # reported at the first act, so the episode ends as an agent error (or a budget)
+            # and the workspace is still graded
             self._failure = exc
 
     def act(self, observation: Observation) -> Action:
         if self._failure is not None:
             failure, self._failure = self._failure, None
-            self._spend_pending()
+            if not isinstance(failure, BudgetExceeded):
+                self._spend_pending()
             raise failure
         info = {k: v for k, v in observation.info.items() if k != "traceback"}
         data = unstructure(observation)
@@ -361,7 +362,8 @@ class ProcessAgent:
             return
         self._closed = True
         try:
-            if self._channel is not None and self._proc is not None and self._proc.poll() is None:
+            if (self._channel is not None and self._proc is not None and not self._broken
+                    and self._proc.poll() is None):
                 deadline = time.monotonic() + self.settings.close_timeout_s
                 try:
                     self._send({"type": "close"}, deadline)
@@ -502,6 +504,7 @@ class ProcessAgent:
     def _action(self, data: Any) -> Action:
         def bad(why: str) -> AgentProcessError:
             self._spend_pending()
+            self._kill()  # it broke the protocol: no polite close
             return AgentProcessError(f"the agent process sent an invalid action: {why}")
 
         if not isinstance(data, dict):
@@ -589,6 +592,7 @@ class ProcessAgent:
         self._pending = Usage()
 
     def _kill(self) -> None:
+        self._broken = True
         if self._proc is not None and self._proc.poll() is None:
             _kill_group(self._proc.pid)
 

@@ -1,0 +1,1 @@
+"""A malicious agent scaffold, as a third party could publish one (security tests only)."""
