@@ -1,0 +1,164 @@
+"""Episodes end to end through the command line: the baseline agent on each task's
+``cpu`` profile (real Fashion-MNIST from Debian's package; fixtures in the real
+formats for every task), and the bad-input paths of an episode.
+
+The recorded ``cpu`` baselines are compared exactly: the starters fix their
+seeds and thread count, so a run on the same data gives the same score.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import FASHION_SYSTEM, TASKS, subprocess_env
+
+from rgym_core.packs import load_task
+from rgym_core.testing import run_cli
+from rgym_task_vision import fixtures
+from rgym_task_vision.fixtures import FIXTURE_NAMESPACE
+
+#: Fixture datasets of each task, as --dataset options.
+FIXTURE_DATASETS = {
+    "mlgym/fashion-mnist": ["data=vision-fixture/fashion-mnist"],
+    "mlgym/cifar10": ["data=vision-fixture/cifar10"],
+    "mlgym/coco-captioning": ["data=vision-fixture/coco-2017",
+                              "pretrained=vision-fixture/resnet50-imagenet"],
+}
+#: The baseline's scores on the fixtures of :func:`rgym_task_vision.fixtures.write_all`
+#: (cpu profile). CIFAR-10 and COCO record these in task.yaml (no real data here);
+#: Fashion-MNIST records its real-data score there.
+FIXTURE_SCORES = {"mlgym/fashion-mnist": {"accuracy": 0.61}}
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def recorded(task: str, profile: str = "cpu") -> dict[str, float]:
+    return load_task(TASKS / task.split("/")[1]).with_profile(profile).baseline_scores
+
+
+def rgym_run(task: str, tmp_path: Path, env: dict[str, str], *args: str, timeout: float = 900):
+    runs = tmp_path / "runs"
+    proc = run_cli("run", task, "--profile", "cpu", "--agent", "baseline", "--runs-dir", str(runs),
+                   "--json", *args, env=env, timeout=timeout)
+    try:
+        result = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        result = None
+    return proc, result
+
+
+@pytest.fixture(scope="module")
+def episode_env(fixture_data, tmp_path_factory) -> dict[str, str]:
+    """Fixture plugin on PYTHONPATH, one cache for the module's episodes."""
+    cache = tmp_path_factory.mktemp("episode-cache")
+    return subprocess_env(fixture_data.env, {"RGYM_CACHE_DIR": str(cache)})
+
+
+def fixture_args(task: str, fixture_data) -> list[str]:
+    args = ["--data-dir", str(fixture_data.data)]
+    for option in FIXTURE_DATASETS[task]:
+        args += ["--dataset", option]
+    return args
+
+
+# ----------------------------------------------------------------------------- real data
+
+
+def test_fashion_mnist_real_data_scores_the_recorded_cpu_baseline(tmp_path, episode_env):
+    """The acceptance run: Debian's files (DIR = /usr/share/datasets, laid out as
+    DIR/fashion-mnist/*-ubyte.gz), the cpu profile, the baseline agent."""
+    if not FASHION_SYSTEM.is_dir():
+        if in_ci():
+            pytest.fail(f"{FASHION_SYSTEM} missing in CI: .ci/setup.d/30-vision.sh installs it")
+        pytest.skip(f"{FASHION_SYSTEM} absent: apt-get install dataset-fashion-mnist")
+    proc, result = rgym_run("mlgym/fashion-mnist", tmp_path, episode_env,
+                            "--data-dir", str(FASHION_SYSTEM.parent))
+    assert result is not None, proc.stdout + proc.stderr
+    assert result["status"] == "submitted", (result.get("error"), proc.stderr[-3000:])
+    assert result["profile"] == "cpu"
+    assert result["final_scores"] == recorded("mlgym/fashion-mnist"), proc.stderr[-3000:]
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+@pytest.mark.parametrize("task", ["mlgym/cifar10", "mlgym/coco-captioning", "mlgym/fashion-mnist"])
+def test_baseline_episode_on_fixture_data(tmp_path, fixture_data, episode_env, task):
+    proc, result = rgym_run(task, tmp_path, episode_env, *fixture_args(task, fixture_data))
+    assert result is not None, proc.stdout + proc.stderr
+    assert result["status"] == "submitted", (result.get("error"), proc.stderr[-3000:])
+    assert result["final_scores"] == FIXTURE_SCORES.get(task, recorded(task))
+    grader_logs = list((tmp_path / "runs").rglob("grader/*.json"))
+    assert grader_logs, "the grader left no record"
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_corrupted_data_file_stops_the_run_before_it_starts(tmp_path, fixture_data, episode_env):
+    data = fixture_data.copy_of("cifar10", tmp_path / "data")
+    tarball = data / "cifar10" / "cifar-10-python.tar.gz"
+    tarball.write_bytes(tarball.read_bytes()[:-100])
+    env = {**episode_env, "RGYM_CACHE_DIR": str(tmp_path / "cache")}
+    proc, _ = rgym_run("mlgym/cifar10", tmp_path, env, "--data-dir", str(data),
+                       "--dataset", "data=vision-fixture/cifar10")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert f"{tarball}: corrupted or different data file 'cifar-10-python.tar.gz'" in out
+    assert "Traceback" not in out
+    assert not list((tmp_path / "runs").rglob("result.json"))
+
+
+def test_missing_data_names_the_file_checksum_and_source(tmp_path, episode_env):
+    (tmp_path / "empty").mkdir()
+    env = {**episode_env, "RGYM_CACHE_DIR": str(tmp_path / "cache")}
+    proc, _ = rgym_run("mlgym/coco-captioning", tmp_path, env, "--data-dir", str(tmp_path / "empty"))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "missing data of dataset 'mlgym/coco-2017'" in out
+    assert "113a836d90195ee1f884e704da6304dfaaecff1f023f49b6ca93c4aaae470268" in out
+    assert "Traceback" not in out
+
+
+def test_wrong_submission_format_is_an_evaluation_error(tmp_path, fixture_data, episode_env):
+    proc, result = rgym_run("mlgym/cifar10", tmp_path, episode_env,
+                            *fixture_args("mlgym/cifar10", fixture_data),
+                            "--agent-option", "command=printf 'label\\n3\\n' > submission.csv")
+    assert result is not None, proc.stdout + proc.stderr
+    final = result.get("final_score_record") or {}
+    text = json.dumps(result)
+    assert "has 1 predictions but the test set has 300 images" in text, text[:3000]
+    assert not result.get("final_scores"), final
+    assert "Traceback" not in proc.stderr
+
+
+def test_pretrained_weights_that_do_not_load_stop_the_run(tmp_path, fixture_data):
+    """A weights file whose checksum matches its spec but is not a ResNet-50."""
+    data = tmp_path / "data"
+    (data / "resnet50-imagenet").mkdir(parents=True)
+    os.symlink(fixture_data.data / "coco-2017", data / "coco-2017")
+    bad = data / "resnet50-imagenet" / "resnet50-0676ba61.pth"
+    bad.write_bytes(b"\x80\x04 a truncated checkpoint")
+    from conftest import load_spec
+
+    specs = [fixtures.fixture_spec(load_spec("resnet50-imagenet"), bad.parent),
+             fixtures.fixture_spec(load_spec("coco-2017"), data / "coco-2017",
+                                   options={"split": {"train": 20, "val": 6, "test": 6,
+                                                      "seed": 42, "image_size": 32}})]
+    env = subprocess_env(fixtures.install_fixture_datasets(tmp_path / "site", specs),
+                         {"RGYM_CACHE_DIR": str(tmp_path / "cache")})
+    proc, _ = rgym_run("mlgym/coco-captioning", tmp_path, env,
+                       *fixture_args("mlgym/coco-captioning", fixture_data)[:1], str(data),
+                       "--dataset", f"data={FIXTURE_NAMESPACE}/coco-2017",
+                       "--dataset", f"pretrained={FIXTURE_NAMESPACE}/resnet50-imagenet")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert f"{bad}: the weights file does not load as a PyTorch state dict" in out
+    assert "Traceback" not in out
+    shutil.rmtree(tmp_path / "site")
