@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import json
 import os
 import signal
 import socket
@@ -701,9 +702,12 @@ class Episode:
         result.ended_at = time.time()
         result.duration_s = round(result.ended_at - result.started_at, 3)
         write_result(self.run_dir, result)
-        self.writer.end(result)
         if self.info is not None:
+            before = json.dumps(result.extras, sort_keys=True, default=str)
             self.hooks.call("rgym_episode_end", episode=self.info, result=result)
+            if json.dumps(result.extras, sort_keys=True, default=str) != before:
+                write_result(self.run_dir, result)  # what plugins added under result.extras
+        self.writer.end(result)
         self.writer.close()
         self.progress("end", {"result": result})
 

@@ -68,6 +68,7 @@ def rgym_step(step):
 @hookimpl
 def rgym_episode_end(result):
     _log(f"end {result.status}")
+    result.extras["observer"] = {"steps": result.steps}  # a plugin's summary in result.json
 '''
 
 WRAPPER = '''
@@ -197,6 +198,7 @@ def test_observers_through_pluggy_subset_arguments_wrapper_and_isolation(pack, t
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _only_run(runs)
     assert run.result().status == "submitted"
+    assert run.result().extras == {"observer": {"steps": 2}}
     log = pack["log"].read_text().splitlines()
     # the observer that names only `step` ran at every step, inside the wrapper
     assert log == ["start runnertest/gated profile=quick",
