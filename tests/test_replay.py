@@ -94,8 +94,8 @@ def test_missing_file_and_bad_lines_name_the_file_and_line(tmp_path: Path) -> No
 
 def test_replaying_an_episode_reproduces_its_actions_and_scores(tmp_path: Path) -> None:
     from rgym_core.registry import load_registry
+    from rgym_core.rundir import read_steps
     from rgym_core.runner import RunConfig, run_episode
-    from rgym_core.trajectory import read_steps
 
     registry = load_registry()
     first = run_episode(RunConfig(task="rgym/demo", agent="scripted", runs_dir=tmp_path / "a",

@@ -19,8 +19,8 @@ from conftest import REPO, run_cli
 from rgym_core import Action, BudgetExceeded, Observation, TaskContext, Usage, hookimpl
 from rgym_core.records import ExitStatus
 from rgym_core.registry import load_registry
+from rgym_core.rundir import iter_records, read_result
 from rgym_core.runner import RunConfig, RunError, run_episode
-from rgym_core.trajectory import iter_records, read_result
 
 is_root = os.geteuid() == 0
 
