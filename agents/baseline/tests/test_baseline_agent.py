@@ -46,9 +46,14 @@ def test_options_override_the_command_and_add_a_validation() -> None:
     assert plan(agent, None)[0] == ("bash", {"command": "bash run.sh"})
 
 
-def test_rgym_run_with_the_baseline_agent_reproduces_the_recorded_score(tmp_path: Path) -> None:
+@pytest.mark.parametrize("isolation", ["none", "process"])
+def test_rgym_run_with_the_baseline_agent_reproduces_the_recorded_score(tmp_path: Path,
+                                                                        isolation: str) -> None:
+    """In-process and in its own confined process (``--agent-isolation process``:
+    the baseline command reaches the scaffold through the protocol)."""
     done = subprocess.run([sys.executable, "-m", "rgym_core.cli", "run", "rgym/demo", "--agent",
-                           "baseline", "--runs-dir", str(tmp_path), "--json"],
+                           "baseline", "--agent-isolation", isolation, "--runs-dir", str(tmp_path),
+                           "--json"],
                           capture_output=True, text=True, cwd=REPO, timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     result = json.loads(done.stdout)
