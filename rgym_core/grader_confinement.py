@@ -34,7 +34,7 @@ import secrets
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from attrs import define, field
 from rgym_core import grader_protocol as gp
 from rgym_core.grader_kit._manager import COMMAND_TOKEN, WORKDIR_TOKEN
 from rgym_core.isolation import BwrapCommand, bwrap_problem, find_bwrap, interpreter_paths, lease
+from rgym_core.isolation.users import UidLease, kill_uid_processes
 
 log = logging.getLogger(__name__)
 
@@ -354,8 +355,13 @@ def run_on_host(*, eval_root: Path, work_parent: Path, entry: str, kind: str, se
     with contextlib.ExitStack() as stack:
         grader_uid = worker_uid = None
         if confinement.uids:
-            grader_uid = stack.enter_context(lease()).uid
-            worker_uid = stack.enter_context(lease()).uid
+            # Under bubblewrap the uids cannot leave files in the host's shared temporary
+            # folders, so their leases skip that sweep; the supervisor kills whatever
+            # still runs under them, before and after the grading.
+            clean = confinement.bwrap is None
+            grader_lease = stack.enter_context(_released(lease(clean=clean), clean))
+            worker_lease = stack.enter_context(_released(lease(clean=clean), clean))
+            grader_uid, worker_uid = grader_lease.uid, worker_lease.uid
         config, fds = stack.enter_context(host_config(
             eval_root=eval_root, work_parent=work_parent, entry=entry, kind=kind, seed=seed,
             env=env, timeout=timeout, confinement=confinement, grader_uid=grader_uid,
@@ -368,6 +374,19 @@ def run_on_host(*, eval_root: Path, work_parent: Path, entry: str, kind: str, se
         if code == 124 and not status:
             status = {"timed_out": True, "confined": confinement.confined}
         return SupervisedRun(code, text, status)
+
+
+@contextlib.contextmanager
+def _released(held: UidLease, clean: bool) -> Iterator[UidLease]:
+    """Hold a lease for the block; on release, kill what runs under the uid (always)
+    and sweep its temporary files (when ``clean``)."""
+    try:
+        yield held
+    finally:
+        try:
+            kill_uid_processes(held.uid)
+        finally:
+            held.release(clean=clean)
 
 
 def _run(argv: list[str], env: dict[str, str], timeout: float,

@@ -156,10 +156,14 @@ def _own_tree(path: str, uid: int, gid: int) -> None:
 
 
 def run_grading(config: dict[str, Any]) -> int:
+    boot = time.monotonic()
     manager.set_subreaper()
     nonce = str(config["nonce"])
     warnings = list(config.get("warnings") or [])
     wcfg = manager.ManagerConfig.from_dict(config["workers"])
+    if not os.path.isabs(wcfg.python):
+        wcfg.python = sys.executable  # the interpreter that runs this supervisor (the image's)
+    wcfg.env.setdefault("PATH", os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin")
     if wcfg.uid is not None and os.geteuid() != 0:
         warnings.append("the supervisor is not root: workers run as the grader's user")
         wcfg.uid = wcfg.gid = None
@@ -170,9 +174,10 @@ def run_grading(config: dict[str, Any]) -> int:
     switch = bool(config.get("grader_switch_user", True))
     os.makedirs(wcfg.work_parent, mode=0o711, exist_ok=True)
     os.chmod(wcfg.work_parent, 0o711)
-    if wcfg.uid is not None:
-        # A crashed earlier holder of the worker uid may have left processes.
-        manager.kill_uid(wcfg.uid)
+    for uid in {wcfg.uid, guid}:
+        if uid is not None:
+            # A crashed earlier holder of the uid may have left processes.
+            manager.kill_uid(int(uid))
     eval_root = str(config["eval_root"])
     if guid is not None and ggid is not None:
         _own_tree(eval_root, int(guid), int(ggid))
@@ -220,6 +225,7 @@ def run_grading(config: dict[str, Any]) -> int:
             time.sleep(TICK_S)
             workers.enforce_deadlines()
     parent_sock.close()
+    grader_done = time.monotonic()
     code = workers.exit_codes.get(grader.pid)
     ended = workers.end_all()
     if guid is not None:
@@ -233,7 +239,10 @@ def run_grading(config: dict[str, Any]) -> int:
                     "exit_code": code, "workers": workers.started,
                     "requests": service.requests, "all_stopped": ended["ok"],
                     "left": ended["left"], "warnings": warnings,
-                    "seconds": round(time.monotonic() - started, 3)})
+                    "seconds": round(time.monotonic() - started, 3),
+                    "timings": {"setup_s": round(started - boot, 3),
+                                "grader_s": round(grader_done - started, 3),
+                                "cleanup_s": round(time.monotonic() - grader_done, 3)}})
     if timed_out:
         return 124
     if code is None:

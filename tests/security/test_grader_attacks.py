@@ -22,7 +22,7 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,14 +104,22 @@ def local_sandbox(task_dir: Path, datasets: Mapping[str, PreparedDataset]) -> Sa
     return box
 
 
+#: Makes a started sandbox for a task folder and its datasets (the Docker tests pass theirs).
+SandboxMaker = Callable[[Path, Mapping[str, PreparedDataset]], Sandbox]
+
+
 def grade(task_dir: Path, tmp: Path, files: Mapping[str, str] | None = None, *,
           shell: str = "", seed: int | None = None, env: Mapping[str, str] | None = None,
-          datasets: Mapping[str, PreparedDataset] | None = None, folder: bool = False) -> ScoreRecord:
+          datasets: Mapping[str, PreparedDataset] | None = None, folder: bool = False,
+          sandbox: SandboxMaker | None = None) -> ScoreRecord:
     """Write ``files`` into a fresh workspace of the task (after running ``shell``
-    there), grade it once, and return the record."""
+    there), grade it once (in a grader sandbox when ``sandbox`` makes one that can,
+    and the task asks for it), and return the record."""
     datasets = dict(datasets or {})
     task = load_task(task_dir)
-    if folder:
+    if sandbox is not None:
+        box: Sandbox = sandbox(task_dir, datasets)
+    elif folder:
         work = tmp / "workspace"
         shutil.copytree(task.path(task.starter_files), work)
         for mount, prepared in datasets.items():
@@ -121,7 +129,7 @@ def grade(task_dir: Path, tmp: Path, files: Mapping[str, str] | None = None, *,
             (work / name).write_text(text)
         if shell:
             subprocess.run(["bash", "-c", shell], cwd=work, check=True)
-        box: Sandbox = FolderSandbox(work)
+        box = FolderSandbox(work)
     else:
         box = local_sandbox(task_dir, datasets)
     try:
@@ -131,7 +139,8 @@ def grade(task_dir: Path, tmp: Path, files: Mapping[str, str] | None = None, *,
             if shell:
                 result = box.run(shell, timeout=120)
                 assert result.exit_code == 0, result.output
-        grader = Grader(task, box, datasets, tmp / "run", seed=seed, env=dict(env or {}))
+        grader = Grader(task, box, datasets, tmp / "run", seed=seed, env=dict(env or {}),
+                        isolated=sandbox is not None)
         return grader.grade("validate", 1)
     finally:
         box.cleanup()
@@ -328,7 +337,7 @@ WORKER_TASK = """
 id: grd/worker-abuse
 description: a grader that calls f() of the submission's mod.py in a confined worker
 metrics: [{name: acc}]
-grader: {timeout_s: 90, submission: ["*"]}
+grader: {timeout_s: 90, submission: ["*"], location: sandbox}
 """
 
 WORKER_GRADER = """
