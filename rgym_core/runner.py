@@ -124,6 +124,9 @@ class RunConfig:
     archive_workspace: bool = True
     #: The task profile (``None``: the task's default profile).
     profile: str | None = None
+    #: Write into exactly this run directory (it must not exist yet) instead of a new
+    #: ``runs_dir/<task>/<solver>/<stamp>-<id>`` (sweeps name theirs by cell).
+    run_dir: Path | None = None
     #: Send one cheap request to each model server before the episode starts.
     probe_models: bool = True
     #: ``none``: the agent scaffold runs in this process (trusted code); ``process``:
@@ -322,8 +325,9 @@ class Episode:
         self._pending_info: dict[str, Any] = {}
         self._prepared: tuple[list[Tool], dict[str, PreparedDataset], Agent] | None = None
         self._agent_closed = False
-        self.run_dir = run_dir_path(Path(config.runs_dir), self.task.id, self.agent_name,
-                                    config.model, self.run_id, profile=self.profile)
+        self.run_dir = (Path(config.run_dir) if config.run_dir is not None else
+                        run_dir_path(Path(config.runs_dir), self.task.id, self.agent_name,
+                                     config.model, self.run_id, profile=self.profile))
 
     # -- pre-flight -------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from rgym_core.rundir import (
     write_config,
     write_result,
 )
-from rgym_core.runner import RunConfig, run_episode
+from rgym_core.runner import RunConfig, RunError, run_episode
 from rgym_core.sandbox import ExecResult
 from rgym_core.specs import SubTask
 
@@ -220,8 +220,13 @@ def test_extract_workspace_refuses_hostile_archives(tmp_path: Path) -> None:
 
 
 def test_episode_writes_a_typed_result_and_owner(tmp_path: Path) -> None:
-    res = run_episode(RunConfig(task="rgym/demo", runs_dir=tmp_path, archive_workspace=False),
-                      load_registry())
+    registry = load_registry()
+    config = RunConfig(task="rgym/demo", run_dir=tmp_path / "cells" / "demo-1",
+                       archive_workspace=False)
+    res = run_episode(config, registry)
+    assert res.run_dir == str(tmp_path / "cells" / "demo-1")  # a sweep names its run directories
+    with pytest.raises(RunError, match="demo-1: the run directory already exists"):
+        run_episode(config, registry)
     run = RunDir(Path(res.run_dir))
     assert run.config()["owner"]["pid"] == os.getpid() and run.state() is RunState.COMPLETE
     back = run.result()
