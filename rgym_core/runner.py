@@ -179,12 +179,29 @@ def _resolve_datasets(registry: Registry, task: TaskSpec, config: RunConfig) -> 
     return prepared
 
 
-def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    """Call a sync or async agent method."""
-    result = fn(*args)
-    if inspect.isawaitable(result):
-        return asyncio.run(_await(result))
-    return result
+class _AgentLoop:
+    """Runs an agent's methods, sync or ``async``: the coroutines of one episode
+    share one event loop (so an async client made in ``start`` still works in
+    ``act``), private to the episode (episodes may run in several threads)."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        result = fn(*args)
+        if not inspect.isawaitable(result):
+            return result
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(_await(result))
+
+    def close(self) -> None:
+        if self._loop is not None:
+            loop, self._loop = self._loop, None
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
 
 
 async def _await(awaitable: Any) -> Any:
@@ -325,6 +342,7 @@ class Episode:
         self._pending_info: dict[str, Any] = {}
         self._prepared: tuple[list[Tool], dict[str, PreparedDataset], Agent] | None = None
         self._agent_closed = False
+        self._loop = _AgentLoop()
         self.run_dir = (Path(config.run_dir) if config.run_dir is not None else
                         run_dir_path(Path(config.runs_dir), self.task.id, self.agent_name,
                                      config.model, self.run_id, profile=self.profile))
@@ -369,10 +387,17 @@ class Episode:
         self._prepared = None
 
     def _close_agent(self, agent: Agent) -> None:
-        """Close the agent (its optional ``close()``), once."""
+        """Close the agent (its optional ``close()``), once, then its event loop."""
         if not self._agent_closed:
             self._agent_closed = True
-            _close_agent(agent)
+            close = getattr(agent, "close", None)
+            try:
+                if callable(close):
+                    self._loop.call(close)
+            except Exception:  # noqa: BLE001 - closing never fails an episode
+                pass
+            finally:
+                self._loop.close()
 
     # -- setup ------------------------------------------------------------------
 
@@ -536,7 +561,7 @@ class Episode:
         self.progress("start", {"run_dir": str(self.run_dir), "run_id": self.run_id,
                                 "status": self.status})
         try:
-            _call(agent.start, context)
+            self._loop.call(agent.start, context)
             end_reason = self._steps(agent, ctx, observation)
         finally:
             self._close_agent(agent)
@@ -558,7 +583,7 @@ class Episode:
             if budget.time_limit_s is not None and self.status.elapsed_s >= budget.time_limit_s:
                 return EndReason.TIME
             try:
-                action = _call(agent.act, observation)
+                action = self._loop.call(agent.act, observation)
             except BudgetExceeded as exc:
                 kind = EndReason(exc.kind)
                 self._agent_stopped(exc, kind)
@@ -714,15 +739,6 @@ class Episode:
         self.writer.end(result)
         self.writer.close()
         self.progress("end", {"result": result})
-
-
-def _close_agent(agent: Any) -> None:
-    close = getattr(agent, "close", None)
-    if callable(close):
-        try:
-            _call(close)
-        except Exception:  # noqa: BLE001 - closing never fails an episode
-            pass
 
 
 def _host_workspace(sandbox: Sandbox) -> str | None:

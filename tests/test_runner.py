@@ -248,3 +248,37 @@ def test_signal_mid_episode_leaves_trajectory_and_cancelled_result(
     assert read_result(run_dir).status is ExitStatus.CANCELLED
     leftover = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
     assert leftover.stdout.strip() == ""
+
+
+class AsyncAgent:
+    """An async agent holding a loop-bound object from start() into act()."""
+
+    def __init__(self) -> None:
+        self.loops: list[object] = []
+        self.queue: Any = None
+        self.closed = False
+
+    async def start(self, context: TaskContext) -> None:
+        import asyncio
+
+        self.queue = asyncio.Queue()
+        for action in (Action.bash("python baseline.py"), Action(tool="submit")):
+            self.queue.put_nowait(action)
+        self.loops.append(asyncio.get_running_loop())
+
+    async def act(self, observation: Observation) -> Action:
+        import asyncio
+
+        self.loops.append(asyncio.get_running_loop())
+        return await asyncio.wait_for(self.queue.get(), timeout=5)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def test_async_agent_keeps_one_event_loop_per_episode(registry, runs_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    agent = AsyncAgent()
+    result = run_with(registry, runs_dir, agent)
+    assert result.status is ExitStatus.SUBMITTED, result.error
+    assert len(agent.loops) == 3 and len(set(map(id, agent.loops))) == 1
+    assert agent.closed and agent.loops[0].is_closed()  # type: ignore[attr-defined]
