@@ -5,15 +5,20 @@
 * round trip of `echo hi` through the persistent shell (one attached exec session)
   versus a fresh exec per action (the SDK's `exec_run`, and the `docker exec` CLI);
 * episode start with a built image: container created, workspace laid out
-  (starter files and a dataset), shell started and the first observation returned.
-Targets (issue 7): the persistent shell at least 20x faster than `docker exec`;
-episode start under 1 second.
+  (starter files and a dataset), shell started and the first observation returned;
+* `validate` (a full grading: copy-out of the workspace, evaluation folder, grader)
+  with a 3-file and a 30-file workspace, side by side, and the copy-out alone
+  (`export_workspace`, one archive per copy) for both.
+Targets: the persistent shell at least 20x faster than `docker exec` (issue 7);
+episode start under 1 second; validate with 30 files at most 1.5x the time with 3
+(issue 11 item 16).
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import textwrap
 import statistics
 import subprocess
 import tempfile
@@ -23,6 +28,8 @@ from pathlib import Path
 from rgym_sandbox_docker import images, lifecycle
 from rgym_sandbox_docker.sandbox import DockerSandbox
 
+from rgym_core.grading import Grader
+from rgym_core.packs import load_task
 from rgym_core.sandbox import SandboxConfig, WorkspaceLayout
 from rgym_core.specs import PreparedDataset
 
@@ -44,10 +51,60 @@ def _layout(root: Path) -> WorkspaceLayout:
     return WorkspaceLayout(starter=starter, datasets={"data": PreparedDataset("b/d", public)})
 
 
+def _task(root: Path) -> Path:
+    """A host-graded task whose grader counts the submitted files."""
+    task = root / "task"
+    (task / "grader").mkdir(parents=True)
+    (task / "starter").mkdir()
+    (task / "grader" / "evaluate.py").write_text(textwrap.dedent("""\
+        import json, os
+        sub = os.environ["RGYM_SUBMISSION_DIR"]
+        n = sum(len(files) for _, _, files in os.walk(sub))
+        json.dump({"scores": {"files": float(n)}}, open(os.environ["RGYM_SCORES_FILE"], "w"))
+        """))
+    (task / "task.yaml").write_text(textwrap.dedent("""\
+        id: bench/files
+        description: count files
+        metrics: [{name: files, direction: maximize}]
+        grader: {entry: evaluate.py, timeout_s: 60, submission: ["*", "**/*"]}
+        """))
+    return task
+
+
+def _validate(image: str, root: Path, n_files: int, repeats: int) -> tuple[list[float], list[float]]:
+    """Validate times and export-only times for a workspace of ``n_files`` files."""
+    starter = root / f"starter{n_files}"
+    starter.mkdir()
+    for i in range(n_files):
+        (starter / f"file{i:02d}.py").write_text(f"print({i})\n" * 20)
+    task = load_task(_task(root / f"t{n_files}"))
+    box = DockerSandbox(SandboxConfig(run_id=f"bench-validate-{n_files}", image=image,
+                                      labels=LABELS))
+    grades, exports = [], []
+    try:
+        box.start(WorkspaceLayout(starter=starter))
+        grader = Grader(task, box, {}, root / f"run{n_files}")
+        for step in range(repeats):
+            t = time.perf_counter()
+            record = grader.grade("validate", step)
+            grades.append(time.perf_counter() - t)
+            assert record.valid and record.scores["files"] == n_files, record
+        export = getattr(box, "export_workspace", None)
+        if export is not None:
+            for i in range(repeats):
+                t = time.perf_counter()
+                export(root / f"export{n_files}-{i}")
+                exports.append(time.perf_counter() - t)
+    finally:
+        box.cleanup()
+    return grades, exports
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200, help="round trips per method")
     parser.add_argument("--starts", type=int, default=10, help="episode starts to time")
+    parser.add_argument("--validates", type=int, default=5, help="validates per workspace size")
     parser.add_argument("--base", default=None, help="base image (default $RGYM_DOCKER_BASE)")
     args = parser.parse_args()
 
@@ -95,6 +152,11 @@ def main() -> None:
             finally:
                 box.cleanup()
 
+    validate: dict[int, tuple[list[float], list[float]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n_files in (3, 30):
+            validate[n_files] = _validate(image, Path(tmp), n_files, args.validates)
+
     s_ms = _median_ms(shell)
     print(f"image: {image}")
     print(f"{'echo hi, persistent shell':<44} median {s_ms:8.2f} ms  (n={len(shell)})")
@@ -105,6 +167,14 @@ def main() -> None:
               f"(n={len(cli)}, {_median_ms(cli) / s_ms:5.0f}x slower)")
     print(f"{'episode start (create to first observation)':<44} median "
           f"{_median_ms(starts):8.2f} ms  (n={len(starts)}, max {max(starts) * 1000:.0f} ms)")
+    (g3, e3), (g30, e30) = validate[3], validate[30]
+    print(f"{'validate, 3-file workspace':<44} median {_median_ms(g3):8.2f} ms  (n={len(g3)})")
+    print(f"{'validate, 30-file workspace':<44} median {_median_ms(g30):8.2f} ms  (n={len(g30)}, "
+          f"{_median_ms(g30) / _median_ms(g3):5.2f}x the 3-file time; target <= 1.5x)")
+    if e3 and e30:
+        print(f"{'export_workspace, 3 files':<44} median {_median_ms(e3):8.2f} ms  (n={len(e3)})")
+        print(f"{'export_workspace, 30 files':<44} median {_median_ms(e30):8.2f} ms  "
+              f"(n={len(e30)}, {_median_ms(e30) / _median_ms(e3):5.2f}x)")
 
 
 if __name__ == "__main__":

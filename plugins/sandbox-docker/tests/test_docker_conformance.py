@@ -21,10 +21,10 @@ class TestDockerConformance(SandboxConformance):
     def make_root_only_file(self, box: Sandbox, tmp_path: Path) -> str:
         from rgym_sandbox_docker.execstream import run_collect
 
-        path = "/root/hidden/secret.txt"
+        path = "/run/rgym/hidden/secret.txt"  # root-only; the root fs is read-only
         res = run_collect(box.client.api, box.container.id,  # type: ignore[attr-defined]
-                          ["sh", "-c", f"mkdir -p /root/hidden && echo 'top secret' > {path} "
-                                       f"&& chmod 700 /root/hidden && chmod 600 {path}"],
+                          ["sh", "-c", f"mkdir -p /run/rgym/hidden && echo 'top secret' > {path} "
+                                       f"&& chmod 700 /run/rgym/hidden && chmod 600 {path}"],
                           user="root", timeout=30)
         assert res.exit_code == 0, res.merged
         return path

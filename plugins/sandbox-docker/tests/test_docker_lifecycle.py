@@ -25,45 +25,90 @@ def _label_filter(**extra: str) -> dict[str, list[str]]:
     return {"label": [f"{k}={v}" for k, v in labels.items()]}
 
 
-def test_prune_removes_left_behind_containers(docker_client, image: str, test_env) -> None:
-    labels = lifecycle.labels_for("prune-me", "episode", TEST_LABELS)
-    kept = lifecycle.labels_for("keep-me", "episode", TEST_LABELS)
-    for lab in (labels, labels, kept):
+def _dead_owner() -> dict[str, str]:
+    """Owner labels of a process that has exited."""
+    import attrs
+
+    done = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    return attrs.evolve(lifecycle.Owner.me(), pid=int(done.stdout), start="1").labels()
+
+
+def _prune(env: dict[str, str], *args: str, stdin: str | None = None
+           ) -> subprocess.CompletedProcess[str]:
+    session = "=".join(list(TEST_LABELS.items())[-1])  # only this session's containers
+    return subprocess.run([*RGYM, "sandbox", "prune", "--label", session, *args], env=env,
+                          input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def test_prune_removes_only_containers_whose_owner_is_gone(docker_client, image: str,
+                                                           test_env) -> None:
+    orphan = {**lifecycle.labels_for("prune-me", "episode", TEST_LABELS), **_dead_owner()}
+    live = lifecycle.labels_for("live-run", "episode", TEST_LABELS)  # owned by this process
+    legacy = {**TEST_LABELS, lifecycle.MANAGED_LABEL: "1", lifecycle.RUN_ID_LABEL: "legacy"}
+    for lab in (orphan, orphan, live, legacy):
         docker_client.containers.run(image, ["sleep", "infinity"], detach=True, labels=lab,
                                      network_mode="none")
-    docker_client.volumes.create(labels=labels)
-    done = subprocess.run([*RGYM, "sandbox", "prune", "--run-id", "prune-me"], env=test_env,
-                          capture_output=True, text=True, timeout=120)
+    docker_client.volumes.create(labels=orphan)
+    done = _prune(test_env)
     assert done.returncode == 0, done.stderr
     assert "removed 2 container(s) and 1 volume(s)" in done.stdout
-    assert docker_client.containers.list(all=True, filters=_label_filter(**{
-        lifecycle.RUN_ID_LABEL: "prune-me"})) == []
-    assert len(docker_client.containers.list(all=True, filters=_label_filter(**{
-        lifecycle.RUN_ID_LABEL: "keep-me"}))) == 1
-    done = subprocess.run([*RGYM, "sandbox", "prune", "--label", "rgym.test=sandbox-docker"],
-                          env=test_env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and "removed 1 container(s)" in done.stdout
+    assert "kept 2 of live runs" in done.stdout
+    left = {c.labels[lifecycle.RUN_ID_LABEL] for c in docker_client.containers.list(
+        all=True, filters=_label_filter())}
+    assert left == {"live-run", "legacy"}
+    # --all asks; without a terminal and without --yes it refuses
+    refused = _prune(test_env, "--all", stdin="y\n")
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    assert "live-run" in refused.stdout and "no owner recorded" in refused.stdout
+    assert len(docker_client.containers.list(all=True, filters=_label_filter())) == 2
+    forced = _prune(test_env, "--all", "--yes")
+    assert forced.returncode == 0 and "removed 2 container(s)" in forced.stdout
+    assert docker_client.containers.list(all=True, filters=_label_filter()) == []
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupted_run_leaves_no_container(docker_client, test_env, tmp_path: Path,
-                                             sig: signal.Signals) -> None:
+def _start_episode(test_env: dict[str, str], tmp_path: Path) -> subprocess.Popen[bytes]:
     script = tmp_path / "script.yaml"
     script.write_text('- {tool: bash, args: {command: "sleep 600"}}\n')
-    proc = subprocess.Popen([*RGYM, "run", "rgym/demo", "--agent", "scripted", "--sandbox",
+    return subprocess.Popen([*RGYM, "run", "rgym/demo", "--agent", "scripted", "--sandbox",
                              "docker", "--agent-option", f"script={script}", "--quiet",
                              "--runs-dir", str(tmp_path / "runs")],
                             env=test_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _wait_for_command(docker_client, proc: subprocess.Popen[bytes]):  # type: ignore[no-untyped-def]
+    for _ in range(1200):  # until the episode's command runs in its container
+        running = docker_client.containers.list(filters=_label_filter())
+        if running and "sleep 600" in json.dumps(running[0].top()):
+            return running[0]
+        assert proc.poll() is None, proc.stdout.read().decode()  # type: ignore[union-attr]
+        time.sleep(0.1)
+    pytest.fail("the episode's container never ran the command")
+
+
+def test_a_live_episode_survives_prune_and_sigterm_cleans_up(docker_client, test_env,
+                                                             tmp_path: Path) -> None:
+    proc = _start_episode(test_env, tmp_path)
     try:
-        for _ in range(600):  # wait until the episode's command runs in its container
-            running = docker_client.containers.list(filters=_label_filter())
-            if running and "sleep 600" in json.dumps(running[0].top()):
-                break
-            assert proc.poll() is None, proc.stdout.read().decode()  # type: ignore[union-attr]
-            time.sleep(0.1)
-        else:
-            pytest.fail("the episode's container never ran the command")
-        proc.send_signal(sig)
+        container = _wait_for_command(docker_client, proc)
+        done = _prune(test_env)
+        assert done.returncode == 0 and "removed 0 container(s)" in done.stdout, done.stdout
+        assert _prune(test_env, "--all", stdin="n\n").returncode == 2  # no terminal, no --yes
+        container.reload()
+        assert container.status == "running" and proc.poll() is None
+        assert "sleep 600" in json.dumps(container.top())
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert docker_client.containers.list(all=True, filters=_label_filter()) == [], out.decode()
+
+
+def test_interrupted_run_leaves_no_container(docker_client, test_env, tmp_path: Path) -> None:
+    proc = _start_episode(test_env, tmp_path)
+    try:
+        _wait_for_command(docker_client, proc)
+        proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:

@@ -1,15 +1,21 @@
-"""Parts of the Docker backend that need no engine: container options, labels,
-command quoting and output capping (these run everywhere)."""
+"""Parts of the Docker backend that need no engine: container options, default
+limits, labels and owners, command quoting, output capping and hostile archives
+(these run everywhere)."""
 
 from __future__ import annotations
 
+import io
+import os
 import subprocess
+import tarfile
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rgym_sandbox_docker import lifecycle
+from rgym_sandbox_docker import archives, lifecycle, limits
 from rgym_sandbox_docker.sandbox import DockerSandbox
-from rgym_sandbox_docker.shell import KEEP_BYTES, _Capture, ansi_c_quote
+from rgym_sandbox_docker.shell import ansi_c_quote, render_output
 
 from rgym_core.sandbox import SandboxConfig, truncate_output
 from rgym_core.specs import Resources
@@ -18,23 +24,66 @@ from rgym_core.specs import Resources
 def test_limits_come_from_resources_and_gpus_become_device_requests() -> None:
     box = DockerSandbox(SandboxConfig(run_id="r", resources=Resources(memory_mb=512, cpus=1.5,
                                                                       pids=100, gpus=2)))
-    limits = box._limits()
-    assert limits["mem_limit"] == limits["memswap_limit"] == "512m"
-    assert limits["nano_cpus"] == 1_500_000_000 and limits["pids_limit"] == 100
-    (request,) = limits["device_requests"]
+    opts = box._limits()
+    assert opts["mem_limit"] == opts["memswap_limit"] == "512m"
+    assert opts["nano_cpus"] == 1_500_000_000 and opts["pids_limit"] == 100
+    (request,) = opts["device_requests"]
     assert request["Count"] == 2 and request["Capabilities"] == [["gpu"]]
     every = DockerSandbox(SandboxConfig(run_id="r", gpus="all"))._limits()["device_requests"][0]
     assert every["Count"] == -1
     some = DockerSandbox(SandboxConfig(run_id="r", gpus="0,3"))._limits()["device_requests"][0]
     assert some["DeviceIDs"] == ["0", "3"]
-    assert DockerSandbox(SandboxConfig(run_id="r"))._limits() == {}
 
 
-def test_labels_include_run_id_and_env_labels(monkeypatch) -> None:
+def test_an_episode_without_limits_gets_safe_defaults() -> None:
+    box = DockerSandbox(SandboxConfig(run_id="r"))
+    opts = box._limits()
+    assert opts == {"mem_limit": f"{limits.DEFAULT_MEMORY_MB}m",
+                    "memswap_limit": f"{limits.DEFAULT_MEMORY_MB}m",
+                    "pids_limit": limits.DEFAULT_PIDS}
+    assert box.limits.sources == {"memory_mb": "default", "pids": "default", "disk_mb": "default"}
+    text = box.limits.describe("tmpfs")
+    assert text["memory"].startswith(f"{limits.DEFAULT_MEMORY_MB} MB (default)")
+    assert text["processes"] == f"{limits.DEFAULT_PIDS} (default)"
+    assert "(default), in memory (tmpfs)" in text["workspace"]
+    # the task's (or the command line's) values win over the defaults
+    own = limits.episode_limits(Resources(memory_mb=300, pids=50), {"disk_mb": 99})
+    assert (own.memory_mb, own.pids, own.disk_mb) == (300, 50, 99)
+    assert set(own.sources.values()) == {"task"}
+
+
+def test_storage_modes_bound_every_writable_place() -> None:
+    box = DockerSandbox(SandboxConfig(run_id="r", options={"disk_mb": 100}))
+    tmpfs = box._storage("tmpfs")
+    assert tmpfs["read_only"] is True
+    assert set(tmpfs["tmpfs"]) == {"/tmp", "/var/tmp", "/run/rgym", box.workspace}
+    assert "size=100m" in tmpfs["tmpfs"][box.workspace]
+    assert all("exec" in o and "nosuid" in o for o in tmpfs["tmpfs"].values())
+    assert box._storage("quota") == {"storage_opt": {"size": "164m"}}
+    with pytest.raises(ValueError, match="storage=disk"):
+        DockerSandbox(SandboxConfig(run_id="r", options={"storage": "disk"}))
+
+
+def test_labels_include_run_id_owner_and_env_labels(monkeypatch) -> None:
     monkeypatch.setenv("RGYM_DOCKER_LABELS", "ci=yes, team=ml,broken")
     labels = lifecycle.labels_for("abc", "episode", {"rgym.task": "t/x"})
+    owner = {k: labels.pop(k) for k in list(labels) if k.startswith("rgym.owner.")}
     assert labels == {"ci": "yes", "team": "ml", "rgym.task": "t/x", "rgym.managed": "1",
                       "rgym.run_id": "abc", "rgym.role": "episode"}
+    me = lifecycle.Owner.from_labels(owner)
+    assert me == lifecycle.Owner.me() and me.state() == "alive"
+
+
+def test_owner_states() -> None:
+    done = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    dead = lifecycle.Owner.me()
+    import attrs
+
+    assert attrs.evolve(dead, pid=int(done.stdout)).state() == "gone"  # exited
+    assert attrs.evolve(dead, start="1").state() == "gone"  # the pid was reused
+    assert attrs.evolve(dead, boot="another-boot").state() == "gone"  # rebooted
+    assert attrs.evolve(dead, host="elsewhere").state() == "unknown"
+    assert lifecycle.Owner.from_labels({"rgym.managed": "1"}) is None
 
 
 @settings(max_examples=60, deadline=None)
@@ -47,19 +96,94 @@ def test_ansi_c_quote_round_trips_through_bash(text: str) -> None:
     assert "\n" not in ansi_c_quote(text)
 
 
-def test_capture_caps_huge_output_like_truncate_output() -> None:
-    mark = b"__M__"
-    cap = _Capture(mark)
-    line = b"0123456789abcdef\n"
-    total = 0
-    while total < 5 * KEEP_BYTES:
-        cap.add(line * 1000)
-        total += len(line) * 1000
-        assert cap.find() is None
-    cap.add(b"END\n\n" + mark + b" 0 0 /w\n")
-    before, fields = cap.find()
-    assert fields == ["0", "0", "/w"]
-    text, truncated = cap.text(before, 1000)
-    full = (line * (total // len(line))).decode() + "END\n"
+def test_render_output_caps_like_truncate_output() -> None:
+    full = "".join(f"line {i:05d}\n" for i in range(30000))
+    data = full.encode()
+    keep = 4000
+    head, tail, dropped = data[:keep], data[-keep:], len(data) - 2 * keep
+    text, truncated = render_output(head, tail, dropped, 1000)
     assert truncated and text == truncate_output(full, 1000)[0]
-    assert len(bytes(cap.buf)) <= 3 * KEEP_BYTES  # memory stays bounded
+    assert render_output(b"short\n", b"", 0, 1000) == ("short\n", False)
+    assert render_output(data[:5000], data[5000:9000], 0, 1000) == \
+        truncate_output(full[:9000], 1000)
+
+
+# -- hostile archives ------------------------------------------------------------------
+
+
+def _tar(entries: list[tuple[tarfile.TarInfo, bytes | None]]) -> io.BytesIO:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for info, data in entries:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    buf.seek(0)
+    return buf
+
+
+def _entry(name: str, kind: bytes = tarfile.REGTYPE, data: bytes | None = None,
+           link: str = "", mode: int = 0o644) -> tuple[tarfile.TarInfo, bytes | None]:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.mode = mode
+    info.linkname = link
+    if data is not None:
+        info.size = len(data)
+    return info, data
+
+
+def test_extraction_refuses_hostile_names_links_and_special_files(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    stream = _tar([
+        _entry(".", tarfile.DIRTYPE), _entry("ok.txt", data=b"fine"),
+        _entry("dir", tarfile.DIRTYPE), _entry("dir/nested.py", data=b"x", mode=0o4755),
+        _entry("../escape.txt", data=b"bad"), _entry("/abs.txt", data=b"bad"),
+        _entry("baseline.py\n..", data=b"bad"), _entry("a/../../up.txt", data=b"bad"),
+        _entry("link", tarfile.SYMTYPE, link=str(outside)),
+        _entry("hard", tarfile.LNKTYPE, link="/etc/passwd"),
+        _entry("copy.txt", tarfile.LNKTYPE, link="ok.txt"),
+        _entry("fifo", tarfile.FIFOTYPE), _entry("dev", tarfile.CHRTYPE),
+        _entry("link/through.txt", data=b"bad"), _entry("ok.txt", data=b"second"),
+    ])
+    dest = tmp_path / "dest"
+    report = archives.extract_workspace(stream, dest)
+    files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*"))
+    assert files == ["copy.txt", "dir", "dir/nested.py", "ok.txt"]
+    assert (dest / "ok.txt").read_bytes() == b"fine" and (dest / "copy.txt").read_bytes() == b"fine"
+    assert oct((dest / "dir" / "nested.py").stat().st_mode & 0o7777) == "0o755"  # no setuid
+    assert not outside.exists() and not (tmp_path / "escape.txt").exists()
+    reasons = dict(report.skipped)
+    assert reasons["link"] == "symbolic link" and reasons["fifo"].startswith("not a regular")
+    assert reasons["hard"] == "hard link to a file outside the copy"
+    assert reasons["ok.txt"] == "duplicate name"
+    assert sum(1 for _, why in report.skipped if why == "unsafe name") == 4
+
+
+def test_extraction_enforces_the_quota_and_keeps_holes(tmp_path: Path) -> None:
+    big = _tar([_entry("a.bin", data=b"x" * 4000), _entry("b.bin", data=b"y" * 4000)])
+    with pytest.raises(archives.WorkspaceQuotaExceeded, match="quota"):
+        archives.extract_workspace(big, tmp_path / "q", quota_bytes=6000)
+    zeros = _tar([_entry("zeros.bin", data=bytes(8 << 20) + b"end")])
+    report = archives.extract_workspace(zeros, tmp_path / "z")
+    written = tmp_path / "z" / "zeros.bin"
+    assert written.stat().st_size == (8 << 20) + 3 and written.read_bytes().endswith(b"end")
+    assert written.stat().st_blocks * 512 <= 1 << 20  # the zeros became a hole
+    assert report.disk_bytes <= 1 << 20
+
+
+def test_sparse_members_stay_sparse(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(src / "sparse.bin", "wb") as fh:
+        fh.truncate(1 << 30)
+        fh.seek(12345)
+        fh.write(b"data")
+    done = subprocess.run(["tar", "-c", "--format=gnu", "--sparse", "-f", "-", "-C", str(src),
+                           "."], capture_output=True, check=True)
+    assert len(done.stdout) < 1 << 20  # the archive itself holds only the data
+    report = archives.extract_workspace(io.BytesIO(done.stdout), tmp_path / "out")
+    out = tmp_path / "out" / "sparse.bin"
+    assert out.stat().st_size == 1 << 30 and out.stat().st_blocks * 512 < 1 << 20
+    with open(out, "rb") as fh:
+        fh.seek(12340)
+        assert fh.read(12) == b"\0" * 5 + b"data" + b"\0" * 3
+    assert report.bytes == 1 << 30 and os.path.getsize(out) == 1 << 30

@@ -7,6 +7,7 @@ import json
 import socket
 import textwrap
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -70,7 +71,10 @@ def test_grader_files_never_enter_the_agent_container(make_sandbox, task_dir: Pa
     grader = Grader(load_task(task_dir), box, {}, tmp_path / "run", isolated=True)
     record = grader.grade("validate", 1)
     assert record.valid and record.scores == {"acc": 0.0}
-    assert record.details["uid"] == 1000  # ran as the agent user of a separate container
+    from rgym_core.grader_protocol import CONTAINER_GRADER_UID
+
+    # ran in a separate container, as the grader user the grading supervisor (root) chose
+    assert record.details["uid"] == CONTAINER_GRADER_UID
     found = box.run("grep -rl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev "
                     "--exclude-dir=usr \"$TOKEN\" / 2>/dev/null | head -5; find / -xdev -name "
                     "evaluate.py 2>/dev/null | grep -v /opt/rgym/venv | head -5", timeout=60)
@@ -229,15 +233,27 @@ def test_grader_timeout_in_its_container(make_sandbox, tmp_path: Path, docker_cl
         "rgym.run_id=grade-timeout", "rgym.role=grader"]})
 
 
-def test_host_backstop_when_the_agent_kills_the_watchdog(make_sandbox) -> None:
+def test_host_backstop_when_the_supervisor_hangs(make_sandbox) -> None:
+    """The in-container supervisor is root: the agent cannot stop it (see
+    test_docker_shell_attacks).  Should it hang anyway, the host kills the command
+    and starts a new session where the shell was."""
+    from rgym_sandbox_docker.execstream import run_collect
+    from rgym_sandbox_docker.shell import BACKSTOP_GRACE_S
+
     box = make_sandbox()
-    killed = box.run("for p in /proc/[0-9]*; do n=${p#/proc/}; "
-                     "[ \"$n\" != $$ ] && grep -q '^bash' $p/cmdline 2>/dev/null "
-                     "&& kill -9 $n && echo killed; done; true", timeout=30)
-    assert "killed" in killed.output  # the watchdog is gone
-    result = box.run("mkdir -p d && cd d && sleep 600", timeout=0.5)
-    assert result.timed_out and result.exit_code == 124
-    assert box.run("pwd", timeout=30).output.splitlines()[-1] == f"{box.workspace}/d"
+    denied = box.run(f"kill -STOP {box.shell.supervisor_pid}", timeout=30)
+    assert denied.exit_code != 0 and "not permitted" in denied.output
+    box.run("mkdir -p d && cd d", timeout=30)
+    run_collect(box.client.api, box.container.id,  # what the agent cannot do: a hang
+                ["sh", "-c", f"kill -STOP {box.shell.supervisor_pid}"], user="root", timeout=30)
+    started = time.monotonic()
+    result = box.run("sleep 600", timeout=0.5)
+    took = time.monotonic() - started
+    assert result.timed_out and result.exit_code == 124 and "did not answer" in result.output
+    assert 0.5 + BACKSTOP_GRACE_S - 0.5 < took < 0.5 + BACKSTOP_GRACE_S + 10
+    after = box.run("pwd; for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done "
+                    "2>/dev/null | grep -c '^sleep 600'", timeout=30)
+    assert after.output.split() == [f"{box.workspace}/d", "0"]
 
 
 def test_deleted_working_directory_after_restart(make_sandbox) -> None:

@@ -25,22 +25,52 @@ def sandbox() -> None:
     pass
 
 
-@sandbox.command("prune", help="Remove containers and volumes labelled rgym.managed=1 "
-                               "(left behind by killed runs).")
+@sandbox.command("prune", help="Remove containers and volumes labelled rgym.managed=1 whose "
+                               "rgym process is gone (left behind by killed runs); live "
+                               "episodes are kept unless --all.")
 @click.option("--run-id", default=None, help="Only those of this run.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
               help="Only those with this label too (repeatable).")
-def prune(run_id: str | None, labels: tuple[str, ...]) -> None:
+@click.option("--all", "include_live", is_flag=True,
+              help="Also remove those of runs that are still going (asks first).")
+@click.option("--yes", "-y", is_flag=True, help="With --all: do not ask.")
+def prune(run_id: str | None, labels: tuple[str, ...], include_live: bool, yes: bool) -> None:
     extra = {}
     for item in labels:
         key, sep, value = item.partition("=")
         if not sep:
             raise click.BadParameter(f"'{item}' is not KEY=VALUE", param_hint="--label")
         extra[key] = value
-    containers, volumes = lifecycle.prune(_client(), run_id=run_id, labels=extra)
+    client = _client()
+    found = lifecycle.find_leftovers(client, run_id=run_id, labels=extra)
+    gone = [f for f in found if f.state == "gone"]
+    live = [f for f in found if f.state != "gone"]
+    removed = [f for f in gone if lifecycle.remove(f)]
+    if include_live and live:
+        click.echo(f"{len(live)} container(s)/volume(s) belong to rgym processes that are still "
+                   f"running, or whose owner cannot be checked from here:")
+        for item in live:
+            click.echo(f"  {item.describe()}")
+        if not yes:
+            if not sys.stdin.isatty():
+                raise click.UsageError("not removing them without confirmation: run "
+                                       "`rgym sandbox prune --all --yes`")
+            if not click.confirm("Remove them (their episodes end now)?", default=False):
+                live_removed: list[lifecycle.Leftover] = []
+            else:
+                live_removed = [f for f in live if lifecycle.remove(f)]
+        else:
+            live_removed = [f for f in live if lifecycle.remove(f)]
+        removed += live_removed
+        live = [f for f in live if f not in live_removed]
+    containers = [f.name for f in removed if f.kind == "container"]
+    volumes = [f.name for f in removed if f.kind == "volume"]
     click.echo(f"removed {len(containers)} container(s) and {len(volumes)} volume(s)")
     for name in containers + volumes:
         click.echo(f"  {name}")
+    if live and not include_live:
+        click.echo(f"kept {len(live)} of live runs (or with no recorded owner); "
+                   f"`rgym sandbox prune --all` removes them too")
 
 
 @click.group(help="Build rgym's layered Docker images.")

@@ -1,9 +1,14 @@
 """The plugin module named by the ``rgym`` entry point: registers the ``docker``
-sandbox and the ``rgym sandbox`` / ``rgym image`` CLI commands."""
+sandbox and the ``rgym sandbox`` / ``rgym image`` CLI commands.  Nothing heavy is
+imported here (the docker SDK, rich): only when a sandbox or a command is used."""
 
 from __future__ import annotations
 
 from rgym_core.hookspecs import hookimpl
+
+SANDBOX_DESCRIPTION = ("one Docker container per episode: non-root agent, read-only root-owned "
+                       "datasets, no network by default, memory/process/workspace limits by "
+                       "default, isolated grading")
 
 
 @hookimpl
@@ -15,14 +20,29 @@ def rgym_register_sandboxes():  # type: ignore[no-untyped-def]
 
         return DockerSandbox(config)
 
+    extra = {}
+    try:  # a typed limits description, where the core's SandboxSpec has the field
+        import attrs
+
+        if "limits" in {a.name for a in attrs.fields(SandboxSpec)}:
+            from rgym_sandbox_docker.limits import describe_limits
+
+            extra["limits"] = describe_limits
+    except Exception:  # noqa: BLE001 - an older core: no limits line in `rgym show`
+        pass
     return [SandboxSpec(name="docker/docker", factory=factory, isolated_grading=True,
-                        description="one Docker container per episode: non-root agent, "
-                                    "read-only root-owned datasets, no network by default, "
-                                    "memory/CPU/process limits, isolated grading")]
+                        description=SANDBOX_DESCRIPTION, **extra)]
 
 
 @hookimpl
 def rgym_cli_commands():  # type: ignore[no-untyped-def]
-    from rgym_sandbox_docker.cli import image, sandbox
+    try:
+        from rgym_core.cli import lazy_command
+    except ImportError:  # an older core: plain commands
+        from rgym_sandbox_docker.cli import image, sandbox
 
-    return [sandbox, image]
+        return [sandbox, image]
+    return [lazy_command("sandbox", "rgym_sandbox_docker.cli:sandbox",
+                         "Manage rgym's Docker containers."),
+            lazy_command("image", "rgym_sandbox_docker.cli:image",
+                         "Build rgym's layered Docker images.")]

@@ -2,27 +2,40 @@
 
 * The container runs ``sleep infinity`` under ``docker-init`` from the task's image
   (``resources.image``, ``--image``, or the layered image of
-  :mod:`rgym_sandbox_docker.images`, built on demand), labelled with the run id.
-* Limits: memory (no extra swap), CPUs and process count from the task's resources
-  (or the CLI); network ``none`` unless allowed; GPUs as device requests;
-  ``no-new-privileges``.
-* The workspace ``/home/agent/workspace`` belongs to ``agent`` (uid 1000); datasets
-  are copied in at ``<workspace>/<mount>`` owned by root, read-only.  The grader's
-  files never enter this container.
-* Commands go to one persistent shell (:mod:`rgym_sandbox_docker.shell`); file reads
-  and writes run as the agent so permissions are the agent's; ``copy_in`` and
-  ``copy_out`` move tar archives.
+  :mod:`rgym_sandbox_docker.images`, built on demand), labelled with the run id and
+  its owner (:mod:`rgym_sandbox_docker.lifecycle`).
+* Limits (:mod:`rgym_sandbox_docker.limits`): memory (no extra swap), processes and
+  workspace size always, from the task, the command line or safe defaults; CPUs
+  when asked; network ``none`` unless allowed; GPUs as device requests;
+  ``no-new-privileges``; every capability dropped except the few the trusted
+  supervisor needs (the agent user never has any).
+* The workspace ``/home/agent/workspace`` belongs to ``agent`` (uid 1000).  Datasets
+  live in per-episode volumes mounted at ``<workspace>/<mount>``, root-owned and
+  read-only to the agent.  The grader's files never enter this container.
+* Commands go to the agent's shell through a root supervisor inside the container
+  (:mod:`rgym_sandbox_docker.shell`, :mod:`rgym_sandbox_docker.supervisor`), which
+  measures exit codes, working directories and timeouts itself.
+* Files move in and out as single tar streams through the supervisor, read and
+  written as the agent user; what comes out is unpacked by
+  :func:`rgym_sandbox_docker.archives.extract_workspace` (hostile names, links,
+  quota, sparse files).
 * :meth:`DockerSandbox.grade` runs a grader in a separate short-lived container.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import posixpath
+import shutil
+import tempfile
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from attrs import define, field
 
 from rgym_core.sandbox import (
     DEFAULT_OUTPUT_LIMIT,
@@ -36,15 +49,37 @@ from rgym_core.sandbox import (
 )
 from rgym_sandbox_docker import archives, images, lifecycle
 from rgym_sandbox_docker.execstream import StreamClosed, run_collect
-from rgym_sandbox_docker.shell import KILLER, ShellSession
+from rgym_sandbox_docker.limits import (
+    STORAGE_MODES,
+    EpisodeLimits,
+    episode_limits,
+    scratch_mb,
+)
+from rgym_sandbox_docker.shell import ShellSession, SupervisorError
 
 WORKSPACE = "/home/agent/workspace"
 AGENT = "agent"
-EVAL_DIR = "/eval"
+AGENT_UID = 1000
+try:
+    from rgym_core.grader_protocol import EVAL_MOUNT as EVAL_DIR
+except ImportError:  # an older core
+    EVAL_DIR = "/eval"
 #: Exit status of a process killed by SIGKILL (the OOM killer's signal).
 KILLED_EXIT_CODE = 137
 _FORK_FAILURES = ("fork: retry", "fork: Resource temporarily unavailable",
                   "Cannot allocate memory", "can't start new thread")
+#: Capabilities of the episode container: what the root supervisor needs (drop to the
+#: agent user, kill its processes, read /proc of its non-dumpable shell, fix the
+#: owners of dataset mount points).  The agent user never holds any.
+EPISODE_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID", "SYS_PTRACE"]
+#: Capabilities of a grader container: what the grading supervisor needs to run the
+#: grader and the submission's code as two other unprivileged users.
+GRADER_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"]
+#: MB of the root-only tmpfs of the supervisor (/run/rgym) in tmpfs mode.
+RUN_TMPFS_MB = 64
+#: Engines (by id) that refused ``--storage-opt size``.
+_NO_QUOTA: set[str] = set()
+_QUOTA_ERRORS = ("storage-opt", "storage opt", "pquota", "quota")
 
 
 def _agent_env(extra: Mapping[str, str]) -> dict[str, str]:
@@ -59,9 +94,30 @@ def _merged(argv: list[str]) -> list[str]:
     return ["sh", "-c", 'exec "$@" 2>&1', "sh", *argv]
 
 
+@define
+class ExportReport:
+    """What :meth:`DockerSandbox.export_workspace` copied and what it left out."""
+
+    dest: Path
+    files: int = 0
+    bytes: int = 0
+    disk_bytes: int = 0
+    skipped: list[tuple[str, str]] = field(factory=list)
+
+
+def _facts_type() -> Any:
+    try:
+        from rgym_core.sandbox import SandboxFacts  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return SandboxFacts
+
+
 class DockerSandbox(Sandbox):
-    """An episode's container.  Options (``SandboxConfig.options``): ``base`` (the
-    base image when the task image must be built), ``grace_s``."""
+    """An episode's container.  Options (``SandboxConfig.options``, from
+    ``--sandbox-option``): ``base`` (the base image when the task image must be
+    built), ``storage`` (``auto``, ``quota`` or ``tmpfs``: see
+    :mod:`rgym_sandbox_docker.limits`), ``disk_mb`` (the workspace size limit)."""
 
     workspace = WORKSPACE
 
@@ -71,22 +127,31 @@ class DockerSandbox(Sandbox):
         self.container: Any = None
         self.image: str | None = None
         self.shell: ShellSession | None = None
+        self.limits: EpisodeLimits = episode_limits(config.resources, dict(config.options))
+        self.storage: str | None = None
         self._pending: SandboxError | None = None
         self._seen = {"oom": 0, "pids": 0}
         self._closed = False
+        self._lock = threading.RLock()
+        mode = str(config.options.get("storage", "auto"))
+        if mode not in STORAGE_MODES:
+            raise ValueError(f"--sandbox-option storage={mode}: expected one of "
+                             f"{', '.join(STORAGE_MODES)}")
+        self.storage_option = mode
 
     # -- creation ----------------------------------------------------------------
 
     def _limits(self) -> dict[str, Any]:
+        """Container options for memory, CPUs, processes and GPUs."""
+        lim = self.limits
+        kwargs: dict[str, Any] = {
+            "mem_limit": f"{lim.memory_mb}m",
+            "memswap_limit": f"{lim.memory_mb}m",  # no swap beyond the limit
+            "pids_limit": lim.pids,
+        }
+        if lim.cpus:
+            kwargs["nano_cpus"] = int(lim.cpus * 1e9)
         res = self.config.resources
-        kwargs: dict[str, Any] = {}
-        if res.memory_mb:
-            kwargs["mem_limit"] = f"{int(res.memory_mb)}m"
-            kwargs["memswap_limit"] = f"{int(res.memory_mb)}m"  # no swap beyond the limit
-        if res.cpus:
-            kwargs["nano_cpus"] = int(res.cpus * 1e9)
-        if res.pids:
-            kwargs["pids_limit"] = int(res.pids)
         gpus = self.config.gpus if self.config.gpus is not None else (str(res.gpus) if res.gpus else None)
         if gpus:
             import docker.types
@@ -101,6 +166,22 @@ class DockerSandbox(Sandbox):
             kwargs["device_requests"] = [request]
         return kwargs
 
+    def _storage(self, mode: str, *, extra_mb: int = 0, workspace: bool = True) -> dict[str, Any]:
+        """Container options that bound what the agent can write (see limits.py)."""
+        lim = self.limits
+        if mode == "quota":
+            return {"storage_opt": {"size": f"{lim.disk_mb + extra_mb + 64}m"}}
+        scratch = scratch_mb(lim)
+        # Docker's tmpfs default is noexec: the agent runs programs from these
+        opts = "exec,nosuid,nodev"
+        mounts = {"/tmp": f"size={scratch}m,mode=1777,{opts}",
+                  "/var/tmp": f"size={scratch}m,mode=1777,{opts}",
+                  "/run/rgym": f"size={RUN_TMPFS_MB}m,mode=0711,{opts}"}
+        if workspace:
+            mounts[WORKSPACE] = (f"size={lim.disk_mb + extra_mb}m,uid={AGENT_UID},"
+                                 f"gid={AGENT_UID},mode=0755,{opts}")
+        return {"read_only": True, "tmpfs": mounts}
+
     def _resolve_image(self) -> str:
         explicit = self.config.image or self.config.resources.image
         if explicit:
@@ -108,38 +189,82 @@ class DockerSandbox(Sandbox):
         return images.task_image(self.client, self.config.resources.requirements,
                                  base=self.config.options.get("base"))
 
-    def _create(self, role: str, network: bool) -> Any:
+    def _engine_id(self) -> str:
+        try:
+            return str(self.client.info().get("ID") or "engine")
+        except Exception:  # noqa: BLE001
+            return "engine"
+
+    def _create(self, role: str, network: bool, *, caps: list[str], mounts: list[Any],
+                extra_mb: int = 0, workspace: bool = True) -> Any:
+        """Create (not start) a container; the storage mode is chosen here."""
         assert self.image is not None
-        return self.client.containers.run(
-            self.image, ["sleep", "infinity"], detach=True, init=True, hostname="rgym",
-            labels=lifecycle.labels_for(self.config.run_id, role, self.config.labels),
-            network_mode="bridge" if network else "none", security_opt=["no-new-privileges"],
-            environment=dict(self.config.env), **self._limits())
+        import docker.errors
+
+        base = dict(image=self.image, command=["sleep", "infinity"], init=True,
+                    hostname="rgym", labels=lifecycle.labels_for(self.config.run_id, role,
+                                                                 self.config.labels),
+                    network_mode="bridge" if network else "none",
+                    security_opt=["no-new-privileges"], cap_drop=["ALL"], cap_add=caps,
+                    environment=dict(self.config.env), mounts=mounts, **self._limits())
+        mode = self.storage_option
+        engine = self._engine_id()
+        if mode == "auto":
+            mode = "tmpfs" if engine in _NO_QUOTA else "quota"
+        if mode == "quota":
+            try:
+                container = self.client.containers.create(
+                    **base, **self._storage("quota", extra_mb=extra_mb, workspace=workspace))
+                self.storage = "quota"
+                return container
+            except docker.errors.APIError as exc:
+                if not any(s in str(exc).lower() for s in _QUOTA_ERRORS):
+                    raise
+                if self.storage_option == "quota":
+                    raise SandboxError(f"--sandbox-option storage=quota: this Docker engine "
+                                       f"cannot limit a container's disk: {exc}",
+                                       "config") from exc
+                _NO_QUOTA.add(engine)
+        container = self.client.containers.create(
+            **base, **self._storage("tmpfs", extra_mb=extra_mb, workspace=workspace))
+        self.storage = "tmpfs"
+        return container
 
     def start(self, layout: WorkspaceLayout) -> None:
         """Create the container, lay out the workspace and start the shell."""
+        from docker.types import Mount
+
         self.client = lifecycle.docker_client()
         self.image = self._resolve_image()
         lifecycle.track(self)
         try:
-            self.container = self._create("episode", self.config.network_enabled)
-            tar = archives.ArchiveBuilder()
-            tar.add_dir(WORKSPACE)
-            if layout.starter is not None and layout.starter.is_dir():
-                for entry in sorted(layout.starter.iterdir()):
-                    tar.add_tree(entry, f"{WORKSPACE}/{entry.name}")
+            mounts, targets = [], {}
             for mount, prepared in sorted(layout.datasets.items()):
                 dest = posixpath.normpath(f"{WORKSPACE}/{mount}")
                 if not dest.startswith(WORKSPACE + "/"):
                     raise SandboxError(f"dataset mount '{mount}' leaves the workspace", "layout")
-                for parent in archives.parents_below(WORKSPACE, dest):
-                    tar.add_dir(parent)
-                tar.add_tree(prepared.public, dest, uid=0, gid=0, read_only=True)
-            with tar.finish() as data:
-                self.container.put_archive("/", data)
+                mounts.append(Mount(target=dest, source=None, type="volume"))
+                targets[dest] = prepared
+            self.container = self._create("episode", self.config.network_enabled,
+                                          caps=EPISODE_CAPS, mounts=mounts)
+            for dest, prepared in targets.items():  # into the volumes, before the start
+                tar = archives.ArchiveBuilder()
+                tar.add_tree(prepared.public, ".", uid=0, gid=0, read_only=True)
+                with tar.finish() as data:
+                    self.container.put_archive(dest, data)
+            self.container.start()
+            parents = sorted({p for dest in targets
+                              for p in archives.parents_below(WORKSPACE, dest)})
             self.shell = ShellSession(self.client.api, self.container.id, user=AGENT,
-                                      workdir=WORKSPACE, environment=_agent_env(self.config.env))
+                                      workdir=WORKSPACE, environment=_agent_env(self.config.env),
+                                      read_only_dirs=sorted(targets), agent_dirs=parents)
             self.shell.start()
+            if layout.starter is not None and layout.starter.is_dir():
+                tar = archives.ArchiveBuilder()
+                for entry in sorted(layout.starter.iterdir()):
+                    tar.add_tree(entry, entry.name)
+                with tar.finish() as data:
+                    self.shell.untar(data, os.fstat(data.fileno()).st_size, WORKSPACE)
         except BaseException:
             self.cleanup()
             raise
@@ -158,7 +283,7 @@ class DockerSandbox(Sandbox):
 
         try:
             yield
-        except (docker.errors.APIError, StreamClosed, ConnectionError) as exc:
+        except (docker.errors.APIError, StreamClosed, ConnectionError, SupervisorError) as exc:
             failure = self._container_failure()
             if failure is not None:
                 raise failure from exc
@@ -171,38 +296,35 @@ class DockerSandbox(Sandbox):
         restarts = self.shell.restarts
         with self._engine_errors():
             result = self.shell.run(command, timeout=timeout, output_limit=output_limit)
-        notes = []
         if self.shell.restarts != restarts:
             failure = self._container_failure()
             if failure is not None:
                 raise failure  # the container itself died: not a shell that exited
-            notes.append(f"[the shell session ended; the next command runs in a new one, in "
-                         f"{self.shell.cwd}, without the old shell variables]")
         problem = self._diagnose(result)
         if problem is not None and problem.reason != "oom":  # the runner reports OOM via health()
-            notes.append(f"[{problem}]")
-        if notes:
             result.output = result.output + ("\n" if result.output and not
-                                             result.output.endswith("\n") else "") + "\n".join(notes) + "\n"
+                                             result.output.endswith("\n") else "") + f"[{problem}]\n"
         return result
 
     def _diagnose(self, result: ExecResult) -> SandboxError | None:
         """Explain an OOM or pids-limit kill, and remember it for :meth:`health`."""
-        suspicious = result.exit_code == KILLED_EXIT_CODE or any(
+        suspicious = result.exit_code in (KILLED_EXIT_CODE, TIMEOUT_EXIT_CODE) or any(
             s in result.output for s in _FORK_FAILURES)
         if not suspicious:
             return None
         counters = self._counters()
-        res = self.config.resources
+        lim = self.limits
         if counters["oom"] > self._seen["oom"]:
             self._seen["oom"] = counters["oom"]
             msg = (f"a process was killed by the out-of-memory killer: the sandbox's memory "
-                   f"limit is {res.memory_mb} MB")
+                   f"limit is {lim.memory_mb} MB")
+            if self.storage == "tmpfs":
+                msg += " (files in the workspace and /tmp count against it)"
             self._pending = SandboxError(msg, "oom")
             return self._pending
         if counters["pids"] > self._seen["pids"]:
             self._seen["pids"] = counters["pids"]
-            msg = f"the process-count limit ({res.pids} processes) was reached; fork failed"
+            msg = f"the process-count limit ({lim.pids} processes) was reached; fork failed"
             self._pending = SandboxError(msg, "pids")
             return self._pending
         return None
@@ -246,7 +368,7 @@ class DockerSandbox(Sandbox):
         state = self.container.attrs.get("State", {})
         if state.get("OOMKilled") and not state.get("Running"):
             return SandboxError("the container was killed by the out-of-memory killer "
-                                f"(memory limit {self.config.resources.memory_mb} MB)", "oom")
+                                f"(memory limit {self.limits.memory_mb} MB)", "oom")
         if not state.get("Running"):
             return SandboxError(f"the container stopped (exit code {state.get('ExitCode')})",
                                 "exited")
@@ -261,27 +383,21 @@ class DockerSandbox(Sandbox):
              env: Mapping[str, str] | None = None, input: str | None = None,
              output_limit: int = DEFAULT_OUTPUT_LIMIT) -> ExecResult:
         self._check_alive()
+        assert self.shell is not None
         started = time.monotonic()
-        t0 = time.time()
+        since = self.shell.boot_ticks()
         environment = _agent_env({**self.config.env, **(env or {})})
         with self._engine_errors():
             code, _, _, merged, timed_out = run_collect(
                 self.client.api, self.container.id, _merged(argv), user=AGENT,
                 workdir=self._abs(cwd) if cwd else WORKSPACE, environment=environment,
                 input=input.encode() if input is not None else None, timeout=timeout)
-            if timed_out:
-                self._kill_since(t0)
+            if timed_out:  # killed by root: the agent cannot stop its killer
+                self.shell.kill_young(since)
         text, truncated = truncate_output(merged.decode("utf-8", "replace"), output_limit)
         return ExecResult(TIMEOUT_EXIT_CODE if timed_out else (code if code is not None else 1),
                           text, timed_out=timed_out, truncated=truncated,
                           duration_s=time.monotonic() - started)
-
-    def _kill_since(self, t0: float) -> None:
-        """Kill every agent process started since ``t0`` except the shell (from a second exec)."""
-        shell_pid = str(self.shell.pid) if self.shell and self.shell.pid else "1"
-        run_collect(self.client.api, self.container.id,
-                    ["python3", "-c", KILLER, shell_pid, str(t0 - 0.2), "/dev/null", "-", "-1",
-                     "/dev/null"], user=AGENT, timeout=30)
 
     @staticmethod
     def _raise_for(path: str, message: str) -> None:
@@ -293,6 +409,8 @@ class DockerSandbox(Sandbox):
             raise IsADirectoryError(f"{path}: is a directory")
         if "Not a directory" in message:
             raise NotADirectoryError(f"{path}: a parent is not a directory")
+        if "No space left" in message or "Disk quota" in message:
+            raise OSError(f"{path}: no space left on the sandbox's disk")
         raise OSError(f"{path}: {message.strip() or 'failed'}")
 
     def read_file(self, path: str) -> bytes:
@@ -318,69 +436,133 @@ class DockerSandbox(Sandbox):
             self._raise_for(path, err.decode(errors="replace"))
 
     def copy_in(self, src: Path, dest: str) -> None:
+        """Copy a host file or folder to ``dest``, owned by the agent (one archive,
+        extracted by the agent user: it can only land where the agent may write)."""
         self._check_alive()
+        assert self.shell is not None
         src = Path(src)
         if not src.exists():
             raise FileNotFoundError(f"{src}: no such file or directory on the host")
         target = self._abs(dest)
-        code, _, err, _, _ = run_collect(self.client.api, self.container.id,
-                                         ["mkdir", "-p", "--", posixpath.dirname(target)],
-                                         user=AGENT, timeout=60)
-        if code != 0:
-            self._raise_for(dest, err.decode(errors="replace"))
         tar = archives.ArchiveBuilder()
-        tar.add_tree(src, target)
-        with tar.finish() as data:
-            self.container.put_archive("/", data)
+        tar.add_tree(src, posixpath.basename(target))
+        with tar.finish() as data, self._engine_errors():
+            try:
+                self.shell.untar(data, os.fstat(data.fileno()).st_size,
+                                 posixpath.dirname(target))
+            except OSError as exc:
+                self._raise_for(dest, str(exc))
+
+    def _pack(self, root: str, dest: Path, *, include: Sequence[str] | None = None,
+              exclude: Sequence[str] = (), quota_bytes: int | None = None,
+              label: str) -> tuple[archives.Extracted, dict[str, Any]]:
+        """One tar stream of ``root`` (as the agent sees it) unpacked into ``dest``;
+        returns what was extracted and the walk's report."""
+        import tarfile
+
+        assert self.shell is not None
+        extracted = archives.Extracted()
+        failure: BaseException | None = None
+        with self._engine_errors():
+            stream = self.shell.pack(root, include=list(include) if include is not None else None,
+                                     exclude=list(exclude), quota=quota_bytes)
+            with stream:
+                try:
+                    archives.extract_workspace(stream, dest, quota_bytes=quota_bytes,
+                                               report=extracted)
+                except (tarfile.TarError, OSError) as exc:
+                    failure = exc
+                stream.finish()
+        report = stream.report
+        if report.get("errno") is not None:
+            self._raise_for(label, os.strerror(int(report["errno"])))
+        if report.get("not_regular"):
+            raise OSError(f"{label}: not a regular file or folder (links are never copied out)")
+        if report.get("over_quota") and quota_bytes is not None:
+            raise archives.WorkspaceQuotaExceeded(quota_bytes, int(report.get("bytes", 0)))
+        if failure is not None:
+            raise failure
+        if report.get("error"):
+            raise OSError(f"{label}: copying out failed: {report['error']}")
+        for rel, why in report.get("skipped") or []:
+            extracted.skip(rel, why)
+        return extracted, report
 
     def copy_out(self, src: str, dest: Path) -> None:
+        """Copy a file or folder of the sandbox to the host path ``dest`` (regular files
+        and folders only, as the agent can read them; links are left out)."""
         self._check_alive()
-        import docker.errors
-
+        dest = Path(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
         target = self._abs(src)
-        # the agent's view decides: a path it cannot read is not copied out
-        code, out, err, _, _ = run_collect(
-            self.client.api, self.container.id,
-            ["find", target, "!", "-readable", "-print", "-quit"], user=AGENT, timeout=120)
-        if code != 0 or out.strip():
-            self._raise_for(src, err.decode(errors="replace") if code != 0
-                            else "Permission denied")
+        with tempfile.TemporaryDirectory(prefix=".rgym-out-", dir=dest.parent) as tmp:
+            out = Path(tmp) / "out"
+            _, report = self._pack(target, out, label=src)
+            produced = out / posixpath.basename(target) if report.get("root") == "file" else out
+            if not produced.exists():
+                raise OSError(f"{src}: copying out failed (the archive did not hold it)")
+            if dest.is_dir() and not dest.is_symlink():
+                shutil.rmtree(dest)
+            elif dest.exists() or dest.is_symlink():
+                dest.unlink()
+            os.rename(produced, dest)
+
+    def export_workspace(self, dest: Path, *, exclude: Sequence[str] = (),
+                         include: Sequence[str] | None = None,
+                         quota_bytes: int | None = None) -> ExportReport:
+        """Copy the workspace into the new host folder ``dest`` in one archive
+        (contract 2): regular files and folders only, dataset mounts left out,
+        ``include``/``exclude`` globs applied inside the container, at most
+        ``quota_bytes`` (default: the workspace's size limit) of files, sparse files
+        kept sparse.  Raises :class:`~rgym_sandbox_docker.archives.WorkspaceQuotaExceeded`
+        (an ``OSError``) when the files are larger than the quota."""
+        self._check_alive()
+        dest = Path(dest)
+        if dest.exists() and any(dest.iterdir()):
+            raise FileExistsError(f"{dest}: the export folder must be new or empty")
+        quota = quota_bytes if quota_bytes is not None else self.limits.disk_mb << 20
         try:
-            chunks, _ = self.container.get_archive(target)
-        except docker.errors.NotFound as exc:
-            raise FileNotFoundError(f"{src}: no such file or directory in the sandbox") from exc
-        archives.extract_stream(chunks, Path(dest))
+            extracted, _ = self._pack(WORKSPACE, dest, include=include, exclude=exclude,
+                                      quota_bytes=quota, label="the workspace")
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
+        return ExportReport(dest=dest, files=extracted.files, bytes=extracted.bytes,
+                            disk_bytes=extracted.disk_bytes, skipped=list(extracted.skipped))
 
     # -- grading -------------------------------------------------------------------
 
     def grade(self, eval_dir: Path, argv: list[str], *, timeout: float,
               env: Mapping[str, str]) -> ExecResult:
-        """Run ``argv`` in a fresh container of the same image, network off, with a
-        copy of ``eval_dir`` at ``/eval``; copy the scores file back."""
+        """Run ``argv`` as root in a fresh container of the same image (network off, the
+        episode's memory, process and disk limits, a copy of ``eval_dir`` at ``/eval``
+        in a volume of its own), then copy the scores file back.  Root there is the
+        grading supervisor of :mod:`rgym_core.grader_kit`, which runs the grader and
+        the submission's code as two other unprivileged users."""
+        from docker.types import Mount
+
         if self.client is None:
             self.client = lifecycle.docker_client()
         if self.image is None:
             self.image = self._resolve_image()
         started = time.monotonic()
-        container = self._create("grader", network=False)
+        eval_size = sum(p.stat().st_size for p in Path(eval_dir).rglob("*") if p.is_file())
+        container = self._create("grader", network=False, caps=GRADER_CAPS,
+                                 mounts=[Mount(target=EVAL_DIR, source=None, type="volume")],
+                                 extra_mb=eval_size >> 20, workspace=False)
         try:
             tar = archives.ArchiveBuilder()
-            tar.add_tree(Path(eval_dir), EVAL_DIR)
+            tar.add_tree(Path(eval_dir), ".", uid=0, gid=0)
             with tar.finish() as data:
-                container.put_archive("/", data)
-            environment = _agent_env({"HOME": EVAL_DIR, **env})
+                container.put_archive(EVAL_DIR, data)
+            container.start()
+            environment = {"HOME": f"{EVAL_DIR}/home", **env}
             code, _, _, merged, timed_out = run_collect(
-                self.client.api, container.id, _merged(argv), user=AGENT, workdir=EVAL_DIR,
+                self.client.api, container.id, _merged(argv), user="root", workdir=EVAL_DIR,
                 environment=environment, timeout=timeout)
             scores = environment.get("RGYM_SCORES_FILE")
             if scores and scores.startswith(EVAL_DIR + "/") and not timed_out:
-                host = Path(eval_dir) / posixpath.relpath(scores, EVAL_DIR)
-                try:
-                    chunks, _ = container.get_archive(scores)
-                except Exception:  # noqa: BLE001 - no scores file: the grader's error
-                    pass
-                else:
-                    archives.extract_stream(chunks, host)
+                self._fetch_scores(container, scores, Path(eval_dir))
             text, truncated = truncate_output(merged.decode("utf-8", "replace"),
                                               DEFAULT_OUTPUT_LIMIT)
             return ExecResult(TIMEOUT_EXIT_CODE if timed_out else (code if code is not None else 1),
@@ -389,13 +571,49 @@ class DockerSandbox(Sandbox):
         finally:
             _remove_quietly(container)
 
+    @staticmethod
+    def _fetch_scores(container: Any, scores: str, eval_dir: Path) -> None:
+        """Copy the grader's scores file back, as a regular file only (never a link)."""
+        rel = posixpath.relpath(scores, EVAL_DIR)
+        if rel.startswith("..") or "/" in rel and ".." in rel.split("/"):
+            return
+        try:
+            chunks, _ = container.get_archive(scores)
+        except Exception:  # noqa: BLE001 - no scores file: the grader's error
+            return
+        host = eval_dir / rel
+        with tempfile.TemporaryDirectory(prefix=".rgym-scores-", dir=eval_dir) as tmp:
+            reader = _ChunkReader(chunks)
+            archives.extract_workspace(reader, Path(tmp) / "x", quota_bytes=64 << 20)
+            produced = Path(tmp) / "x" / posixpath.basename(rel)
+            if produced.is_file() and not produced.is_symlink():
+                host.parent.mkdir(parents=True, exist_ok=True)
+                if host.is_symlink() or host.exists():
+                    host.unlink()
+                os.rename(produced, host)
+
     # -- the end ---------------------------------------------------------------------
 
-    def describe(self) -> dict[str, Any]:
-        res = self.config.resources
-        return {"backend": "docker", "image": self.image, "memory_mb": res.memory_mb,
-                "cpus": res.cpus, "pids": res.pids, "network": self.config.network_enabled,
-                "gpus": self.config.gpus or (res.gpus or None)}
+    def describe(self) -> Any:
+        """What the agent is told about its machine: memory, processes, workspace,
+        CPUs, GPUs, network (a typed ``SandboxFacts`` where the core has it)."""
+        lim = self.limits
+        lines = lim.describe(self.storage)
+        gpus = self.config.gpus or (str(self.config.resources.gpus)
+                                    if self.config.resources.gpus else None)
+        facts: dict[str, Any] = {
+            "backend": "docker", "image": self.image, "user": AGENT,
+            "memory": f"{lim.memory_mb} MB (the container's limit)",
+            "memory_mb": lim.memory_mb, "cpus": lim.cpus or os.cpu_count(),
+            "pids": lim.pids, "disk_mb": lim.disk_mb, "storage": self.storage,
+            "network": self.config.network_enabled, "gpus": gpus,
+            "limits": lines,
+        }
+        facts_type = _facts_type()
+        if facts_type is not None:
+            with contextlib.suppress(Exception):
+                return _to_facts(facts_type, facts)
+        return facts
 
     def cleanup(self) -> None:
         """Remove the container (every process in it dies). Safe to call twice."""
@@ -408,8 +626,40 @@ class DockerSandbox(Sandbox):
             _remove_quietly(container)
 
 
+def _to_facts(facts_type: Any, facts: dict[str, Any]) -> Any:
+    """Build the core's ``SandboxFacts`` from the fields it has."""
+    import attrs
+
+    names = {a.name for a in attrs.fields(facts_type)}
+    known = {k: v for k, v in facts.items() if k in names}
+    extra = {k: v for k, v in facts.items() if k not in names}
+    if "extra" in names:
+        known["extra"] = {**extra, **(known.get("extra") or {})}
+    return facts_type(**known)
+
+
+class _ChunkReader:
+    """A file-like view of an iterator of byte chunks (``get_archive``)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks = iter(chunks)
+        self.buf = bytearray()
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self.buf) < size:
+            try:
+                self.buf += next(self.chunks)
+            except StopIteration:
+                break
+        if size < 0:
+            size = len(self.buf)
+        out = bytes(self.buf[:size])
+        del self.buf[:size]
+        return out
+
+
 def _remove_quietly(container: Any) -> None:
-    """Remove a container; one already gone or being removed is fine."""
+    """Remove a container and its volumes; one already gone or being removed is fine."""
     try:
         container.remove(force=True, v=True)
     except Exception as exc:  # noqa: BLE001 - already gone is fine

@@ -1,119 +1,47 @@
-"""The persistent shell of an episode: one ``bash`` in the container, driven
-through one attached exec session.
+"""The host side of an episode's supervisor session: one attached ``docker exec``
+running :mod:`rgym_sandbox_docker.supervisor` as root inside the container.
 
-Protocol.  Each command travels as one line::
+The supervisor owns the agent's persistent ``bash`` and reports each command's
+end, exit code, working directory and timeout from its own measurements (see
+its module docstring for the protocol and what it guarantees).  Everything it
+sends is framed, so nothing the agent prints can be taken for protocol.  This
+side adds the host backstop: when no answer comes :data:`BACKSTOP_GRACE_S`
+after a command's timeout, it kills the agent's young processes from a second
+exec and starts a new session in the last known directory.
 
-    __rgym_pre TIMEOUT ID; eval $'COMMAND' </dev/null; __rgym_post $? ID
-
-``eval`` runs in the shell itself, so ``cd`` and variables persist.
-``__rgym_post`` prints a done-marker line ``MARK EXIT TIMEDOUT CWD`` whose
-``MARK`` is a random token of the session.
-
-Timeouts.  ``__rgym_pre`` arms a watchdog that lives in the container for the
-whole session (a background subshell of the shell, blocked in the ``read -t``
-builtin on a private FIFO: arming and disarming cost two ``printf`` builtins, no
-process).  When it fires it runs :data:`KILLER`, which freezes then kills every
-process the command started (its whole tree, daemons included: every process of
-the shell's user younger than the command, except the shell) and, if the shell
-itself is still busy (a loop of builtins), the shell too.  The host waits
-:data:`BACKSTOP_GRACE_S` longer as a backstop and then kills from a second exec.
-A shell that died (timeout kill, ``exit``) is restarted in its last directory.
+The same session carries workspace transfers: ``untar`` (the starter files and
+:meth:`~rgym_sandbox_docker.sandbox.DockerSandbox.copy_in`, extracted as the
+agent user) and ``pack`` (one tar stream of a folder as the agent user sees it,
+sparse files kept sparse, for copy-out and grading).
 """
 
 from __future__ import annotations
 
-import secrets
+import json
+import struct
+import threading
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
 
 from rgym_core.sandbox import DEFAULT_OUTPUT_LIMIT, TIMEOUT_EXIT_CODE, ExecResult, truncate_output
-from rgym_sandbox_docker.execstream import ExecStream, StreamClosed, run_collect
+from rgym_sandbox_docker.execstream import STDERR, ExecStream, StreamClosed, run_collect
 
-#: Seconds the host waits past a command's timeout before killing it itself.
+#: Seconds the host waits past a command's timeout (and the supervisor's own grace)
+#: before it kills the command itself.
 BACKSTOP_GRACE_S = 5.0
-#: Seconds the in-container watchdog waits for the shell to come back after
-#: killing the command's processes, before killing the shell itself.
-SHELL_GRACE_S = 2.0
-#: Bytes of the start and of the end of a command's output kept in memory.
-KEEP_BYTES = 1 << 20
+#: Seconds a supervisor gets to start and answer.
+START_TIMEOUT_S = 60.0
+#: Bytes of the start and of the end of a command's output the supervisor keeps
+#: (at least; more for large output limits).
+KEEP_BYTES = 1 << 16
+_FRAME = struct.Struct(">II")
+SUPERVISOR_SOURCE = (Path(__file__).with_name("supervisor.py")).read_text()
 
-#: Kills the processes a command started.  Run by the watchdog, or by the host
-#: from a second exec, always as the shell's user (root lacks CAP_SYS_PTRACE to
-#: read the shell's cwd).  argv: shell pid, command start (epoch s), done file, command id,
-#: grace seconds (negative: never kill the shell), timeout flag file.
-KILLER = r"""
-import os, signal, sys, time
-shell, t0, done, cid, grace, flag = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5]), sys.argv[6]
-def touch(path):
-    if path != "/dev/null":
-        try:
-            open(path, "w").close()
-        except OSError:
-            pass
-touch(flag)
-skip = {os.getpid(), os.getppid(), shell, 1}
-owner = os.getuid()  # runs as the shell's user: only that user's processes are touched
-hz = os.sysconf("SC_CLK_TCK")
-def young():
-    up = float(open("/proc/uptime").read().split()[0])
-    window = time.time() - t0 + 0.05
-    found = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) in skip:
-            continue
-        try:
-            if os.stat("/proc/" + d).st_uid != owner:
-                continue
-            stat = open("/proc/%s/stat" % d).read()
-        except OSError:
-            continue
-        started = int(stat[stat.rindex(")") + 2:].split()[19]) / hz
-        if up - started <= window:
-            found.append(int(d))
-    return found
-def signal_all(pids, sig):
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
-# freeze first (a stopped process cannot fork: fork bombs die too), then kill
-stopped = set()
-for _ in range(200):
-    new = [p for p in young() if p not in stopped]
-    if not new:
-        break
-    signal_all(new, signal.SIGSTOP)
-    stopped.update(new)
-signal_all(stopped, signal.SIGKILL)
-for _ in range(20):
-    rest = young()
-    if not rest:
-        break
-    signal_all(rest, signal.SIGKILL)
-touch(flag + ".swept" if flag != "/dev/null" else flag)  # the shell waits for this
-if grace < 0:
-    sys.exit(0)
-end = time.time() + grace
-while time.time() < end:
-    try:
-        if int(open(done).read().strip() or 0) >= int(cid):
-            sys.exit(0)
-    except (OSError, ValueError):
-        pass
-    time.sleep(0.05)
-try:  # the restarted shell starts where this one was
-    where = os.readlink("/proc/%d/cwd" % shell)
-    with open(os.path.join(os.path.dirname(done), "lastcwd"), "w") as fh:
-        fh.write(where + "\n")
-except OSError:
-    pass
-try:
-    os.kill(shell, signal.SIGKILL)
-except OSError:
-    pass
-"""
+
+class SupervisorError(RuntimeError):
+    """The supervisor failed or sent something unexpected."""
 
 
 def ansi_c_quote(text: str) -> str:
@@ -136,242 +64,351 @@ def ansi_c_quote(text: str) -> str:
     return "".join(out)
 
 
-def _init_script(mark: str, state_dir: str, workdir: str, previous: str | None = None) -> str:
-    # fd 60: the watchdog's orders (arm ID MICROSECONDS T0 / disarm ID); fd 61: a FIFO
-    # nobody writes, for sleeping with the `read -t` builtin.
-    return f"""exec 2>&1
-set +o history
-__rgym_dir={state_dir}
-mkdir -p "$__rgym_dir" && mkfifo "$__rgym_dir/orders" "$__rgym_dir/idle" \
-  && exec 60<>"$__rgym_dir/orders" 61<>"$__rgym_dir/idle"
-__rgym_mark={mark}
-__rgym_killer={ansi_c_quote(KILLER)}
-__rgym_watch() {{
-  local cmd id arg t0 armed= deadline=0 left secs d
-  while :; do
-    if [[ -n $armed ]]; then
-      left=$(( deadline - ${{EPOCHREALTIME/[.,]/}} ))
-      if (( left <= 0 )); then
-        : > "$__rgym_dir/timeout.$armed"
-        d=0; read -r d < "$__rgym_dir/done" 2>/dev/null
-        if (( d >= armed )); then
-          : > "$__rgym_dir/timeout.$armed.swept"
-        else
-          python3 -c "$__rgym_killer" $$ "$t0" "$__rgym_dir/done" "$armed" {SHELL_GRACE_S} \
-            "$__rgym_dir/timeout.$armed"
-        fi
-        armed=
-        continue
-      fi
-      printf -v secs '%d.%06d' $(( left / 1000000 )) $(( left % 1000000 ))
-      read -r -t "$secs" -u 60 cmd id arg t0b || continue
-    else
-      if ! read -r -t 2 -u 60 cmd id arg t0b; then
-        kill -0 $$ 2>/dev/null || exit 0  # the shell is gone: so is its watchdog
-        continue
-      fi
-    fi
-    case $cmd in
-      arm) armed=$id; t0=$t0b; deadline=$(( ${{EPOCHREALTIME/[.,]/}} + arg )) ;;
-      disarm) [[ $armed == "$id" ]] && armed= ;;
-    esac
-  done
-}}
-__rgym_watch </dev/null >/dev/null 2>&1 &
-disown $! 2>/dev/null
-__rgym_pre() {{
-  [[ $1 != 0 ]] && printf 'arm %s %s %s\n' "$2" "$1" "${{EPOCHREALTIME/,/.}}" >&60
-}}
-__rgym_post() {{
-  local ec=$1 to=0 i
-  printf 'disarm %s\n' "$2" >&60
-  printf '%s\n' "$2" > "$__rgym_dir/done"
-  if [[ -e $__rgym_dir/timeout.$2 ]]; then
-    to=1
-    for (( i = 0; i < 500; i++ )); do
-      [[ -e $__rgym_dir/timeout.$2.swept ]] && break
-      read -t 0.01 -u 61 2>/dev/null
-    done
-  fi
-  printf '\n%s %s %s %s\n' "$__rgym_mark" "$ec" "$to" "$PWD"
-}}
-printf '0\n' > "$__rgym_dir/done"
-cd {ansi_c_quote(workdir)} 2>/dev/null
-{_resume(previous)}
-printf '\n%s %s %s %s\n' "$__rgym_mark" "$$" 0 "$PWD"
-"""
+def render_output(head: bytes, tail: bytes, dropped: int, limit: int) -> tuple[str, bool]:
+    """The text of a command's output from its kept head and tail bytes (``dropped``
+    bytes between them were not kept), capped at ``limit`` characters with the same
+    marker as :func:`rgym_core.sandbox.truncate_output`."""
+    if not dropped:
+        return truncate_output((head + tail).decode("utf-8", "replace"), limit)
+    h_txt, t_txt = head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
+    if limit <= 0:
+        return h_txt + t_txt, False
+    total = len(h_txt) + len(t_txt) + dropped
+    h = limit * 2 // 3
+    t = limit - h
+    # the marker of truncate_output, for the characters between the kept parts
+    sample, _ = truncate_output("x" * (total), limit)
+    marker = sample[h:len(sample) - t] if t else sample[h:]
+    return h_txt[:h] + marker + (t_txt[-t:] if t else ""), True
 
 
-def _resume(previous: str | None) -> str:
-    """Shell lines that move to where a killed previous shell was, if it was recorded."""
-    if not previous:
-        return ""
-    where = ansi_c_quote(f"{previous}/lastcwd")
-    return f'[[ -r {where} ]] && read -r __rgym_c < {where} && cd "$__rgym_c" 2>/dev/null'
+def note_for(note: Mapping[str, Any]) -> str:
+    """The line added to a command's output for a supervisor note."""
+    kind, cwd = note.get("kind"), note.get("cwd")
+    if kind == "tampered":
+        return (f"[the shell was replaced or modified ({note.get('why')}); it was restarted in "
+                f"{cwd}, without the old shell variables]")
+    if kind == "stuck":
+        return (f"[the shell itself did not stop after the timeout; it was restarted in {cwd}, "
+                f"without the old shell variables]")
+    if kind == "warning":
+        return f"[{note.get('why')}]"
+    return (f"[the shell session ended; the next command runs in a new one, in {cwd}, "
+            f"without the old shell variables]")
 
 
-class _Capture:
-    """Keeps the start and the end of a command's output, and finds the marker."""
+class _FrameReader:
+    """Supervisor frames out of the exec's multiplexed stream."""
 
-    def __init__(self, mark: bytes) -> None:
-        self.mark = b"\n" + mark + b" "
-        self.head = b""
+    def __init__(self, stream: ExecStream) -> None:
+        self.stream = stream
         self.buf = bytearray()
-        self.dropped = 0
-        self._scan = 0
+        self.stderr = bytearray()
 
-    def add(self, data: bytes) -> None:
-        self.buf += data
-        if not self.head and len(self.buf) > 3 * KEEP_BYTES:
-            self.head = bytes(self.buf[:KEEP_BYTES])
-            del self.buf[:KEEP_BYTES]
-            self._scan = 0
-        if self.head and len(self.buf) > 2 * KEEP_BYTES:
-            cut = len(self.buf) - KEEP_BYTES
-            self.dropped += cut
-            del self.buf[:cut]
-            self._scan = 0
-
-    def find(self) -> tuple[bytes, list[str]] | None:
-        """``(output before the marker, marker fields)`` once the marker line is complete."""
-        idx = self.buf.find(self.mark, self._scan)
-        if idx < 0:
-            self._scan = max(0, len(self.buf) - len(self.mark))
-            return None
-        self._scan = idx
-        end = self.buf.find(b"\n", idx + len(self.mark))
-        if end < 0:
-            return None
-        fields = self.buf[idx + len(self.mark):end].decode("utf-8", "replace").split(" ", 2)
-        return bytes(self.buf[:idx]), fields
-
-    def text(self, before: bytes | None = None, limit: int = DEFAULT_OUTPUT_LIMIT) -> tuple[str, bool]:
-        """The output (capped at ``limit`` characters) and whether it was cut."""
-        tail = bytes(self.buf) if before is None else before
-        if not self.dropped:
-            return truncate_output((self.head + tail).decode("utf-8", "replace"), limit)
-        h_txt, t_txt = self.head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
-        total = len(h_txt) + len(t_txt) + self.dropped
-        h = limit * 2 // 3
-        t = limit - h
-        cut = total - h - t
-        # the same marker as rgym_core.sandbox.truncate_output
-        marker = (f"\n[... {cut} characters truncated; redirect output to a file and read it "
-                  f"in parts ...]\n")
-        return h_txt[:h] + marker + (t_txt[-t:] if t else ""), True
+    def next(self, deadline: float | None) -> tuple[dict[str, Any], bytes] | None:
+        """The next frame, or ``None`` once ``deadline`` (monotonic) passes.
+        Raises :class:`StreamClosed` when the supervisor ended."""
+        while True:
+            if len(self.buf) >= _FRAME.size:
+                hlen, plen = _FRAME.unpack_from(self.buf)
+                end = _FRAME.size + hlen + plen
+                if len(self.buf) >= end:
+                    header = json.loads(bytes(self.buf[_FRAME.size:_FRAME.size + hlen]))
+                    payload = bytes(self.buf[_FRAME.size + hlen:end])
+                    del self.buf[:end]
+                    return header, payload
+            frames = self.stream.read_frames(deadline)
+            if not frames:
+                return None
+            for kind, data in frames:
+                if kind == STDERR:
+                    if len(self.stderr) < 65536:
+                        self.stderr += data
+                else:
+                    self.buf += data
 
 
 class ShellSession:
-    """A persistent bash in a container, as ``user``, starting in ``workdir``."""
+    """A supervisor session in a container: the agent's shell as ``user``, starting
+    in ``workdir``.  Thread-safe: one request at a time."""
 
     def __init__(self, api: Any, container_id: str, *, user: str, workdir: str,
-                 environment: Mapping[str, str] | None = None) -> None:
+                 environment: Mapping[str, str] | None = None,
+                 read_only_dirs: list[str] | None = None,
+                 agent_dirs: list[str] | None = None) -> None:
         self.api = api
         self.container_id = container_id
         self.user = user
         self.cwd = workdir
+        self.workdir = workdir
         self.environment = dict(environment or {})
+        self.read_only_dirs = list(read_only_dirs or [])
+        self.agent_dirs = list(agent_dirs or [])
         self.stream: ExecStream | None = None
+        self.reader: _FrameReader | None = None
         self.pid: int | None = None
+        self.supervisor_pid: int | None = None
         self.restarts = 0
         self._counter = 0
+        self._lock = threading.RLock()
 
     # -- lifecycle ---------------------------------------------------------------
 
     def start(self) -> None:
-        """Start (or restart) the bash process and wait until it answers."""
-        self.close()
-        previous = getattr(self, "state_dir", None)
-        token = secrets.token_hex(8)
-        self.mark = f"__RGYM_DONE_{token}__"
-        self.state_dir = f"/tmp/.rgym-shell-{token}"
-        # no exec workdir: the script's own `cd` survives a deleted last directory
-        self.stream = ExecStream(self.api, self.container_id, ["bash", "--noprofile", "--norc"],
-                                 user=self.user, environment=self.environment)
-        self.stream.write(_init_script(self.mark, self.state_dir, self.cwd, previous).encode())
-        capture = _Capture(self.mark.encode())
-        deadline = time.monotonic() + 30
-        while True:
-            frames = self.stream.read_frames(deadline)
-            if not frames:
-                raise TimeoutError("the container's shell did not start within 30 s")
-            for _, payload in frames:
-                capture.add(payload)
-            found = capture.find()
-            if found:
-                _, fields = found
-                self.pid = int(fields[0])
-                self.cwd = fields[2] if len(fields) > 2 else self.cwd
-                return
+        """Start (or restart) the supervisor and its shell, in :attr:`cwd`."""
+        with self._lock:
+            self.close()
+            self.stream = ExecStream(self.api, self.container_id,
+                                     ["python3", "-I", "-S", "-c", SUPERVISOR_SOURCE, "session"],
+                                     user="root")
+            self.reader = _FrameReader(self.stream)
+            self._send({"op": "init", "user": self.user, "workdir": self.cwd,
+                        "env": self.environment, "read_only_dirs": self.read_only_dirs,
+                        "agent_dirs": self.agent_dirs})
+            header, _ = self._expect("ready", time.monotonic() + START_TIMEOUT_S)
+            self.pid = int(header["pid"])
+            self.supervisor_pid = int(header["supervisor"])
+            self.cwd = header.get("cwd") or self.cwd
+            self.read_only_dirs = self.agent_dirs = []  # done once per container
 
     def close(self) -> None:
         if self.stream is not None:
             self.stream.close()
             self.stream = None
+            self.reader = None
 
     @property
     def alive(self) -> bool:
         return self.stream is not None and not self.stream.closed
 
+    def _ensure(self) -> None:
+        if not self.alive:
+            self.start()
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def _send(self, request: Mapping[str, Any], payload: bytes = b"") -> None:
+        assert self.stream is not None
+        self.stream.write(json.dumps(request).encode() + b"\n" + payload)
+
+    def _expect(self, event: str, deadline: float | None) -> tuple[dict[str, Any], bytes]:
+        assert self.reader is not None
+        try:
+            frame = self.reader.next(deadline)
+        except StreamClosed as exc:
+            raise SupervisorError(f"the container's supervisor ended: {self._stderr()}") from exc
+        if frame is None:
+            raise TimeoutError(f"the container's supervisor did not answer ({event})")
+        header, payload = frame
+        if header.get("ev") == "error":
+            raise SupervisorError(f"the container's supervisor failed: {header.get('error')}")
+        if header.get("ev") != event:
+            raise SupervisorError(f"unexpected answer from the supervisor: {header}")
+        return header, payload
+
+    def _stderr(self) -> str:
+        text = bytes(self.reader.stderr).decode("utf-8", "replace") if self.reader else ""
+        return text.strip()[-2000:] or "no message"
+
     # -- commands ----------------------------------------------------------------
 
     def run(self, command: str, *, timeout: float | None = None,
             output_limit: int = DEFAULT_OUTPUT_LIMIT) -> ExecResult:
-        """Run ``command`` in the shell; see the module docstring for the protocol."""
-        if not self.alive:
-            self.start()
-        assert self.stream is not None
-        self._counter += 1
-        cid = str(self._counter)
-        t_arg = "0" if timeout is None else str(max(int(timeout * 1e6), 1000))
-        line = f"__rgym_pre {t_arg} {cid}; eval {ansi_c_quote(command)} </dev/null; __rgym_post $? {cid}\n"
-        started = time.monotonic()
-        t0 = time.time()
-        capture = _Capture(self.mark.encode())
-        deadline = None if timeout is None else started + timeout + BACKSTOP_GRACE_S
-        try:
-            self.stream.write(line.encode())
-            while True:
-                frames = self.stream.read_frames(deadline)
-                if not frames:  # the backstop: the in-container watchdog did not act
-                    self._kill_from_host(t0, cid)
-                    self.close()
-                    self.restarts += 1
-                    text, truncated = capture.text(None, output_limit)
-                    return ExecResult(TIMEOUT_EXIT_CODE, text, timed_out=True,
-                                      truncated=truncated,
-                                      duration_s=time.monotonic() - started)
-                for _, payload in frames:
-                    capture.add(payload)
-                found = capture.find()
-                if found:
-                    break
-        except StreamClosed:
-            # the shell died: `exit`, or the watchdog killed a shell stuck in builtins
-            code = self.stream.exit_code() if self.stream else None
-            self.close()
-            self.restarts += 1
-            elapsed = time.monotonic() - started
-            timed_out = timeout is not None and elapsed >= timeout
-            text, truncated = capture.text(None, output_limit)
+        """Run ``command`` in the agent's shell; see the module docstring."""
+        with self._lock:
+            self._ensure()
+            self._counter += 1
+            keep = max(KEEP_BYTES, 4 * output_limit)
+            started = time.monotonic()
+            boot_ticks = self.boot_ticks()
+            self._send({"op": "run", "id": self._counter, "cmd": command, "timeout": timeout,
+                        "keep": keep})
+            deadline = None if timeout is None else started + timeout + BACKSTOP_GRACE_S
+            try:
+                header, payload = self._expect("done", deadline)
+            except (TimeoutError, SupervisorError, StreamClosed) as exc:
+                return self._backstop(started, boot_ticks, timeout, exc)
+            head, tail = payload[:header["head"]], payload[header["head"]:]
+            text, truncated = render_output(head, tail, int(header.get("dropped", 0)),
+                                            output_limit)
+            notes = header.get("notes") or []
+            if any(n.get("kind") != "warning" for n in notes):
+                self.restarts += 1
+            if notes:
+                lines = "\n".join(note_for(n) for n in notes)
+                text = text + ("\n" if text and not text.endswith("\n") else "") + lines + "\n"
+            self.cwd = header.get("cwd") or self.cwd
+            timed_out = bool(header.get("timed_out"))
+            code = header.get("exit")
             if timed_out:
                 code = TIMEOUT_EXIT_CODE
-            return ExecResult(code if code is not None else 1, text, timed_out=timed_out,
-                              truncated=truncated, duration_s=elapsed)
-        before, fields = found
-        text, truncated = capture.text(before, output_limit)
-        exit_code = int(fields[0])
-        timed_out = len(fields) > 1 and fields[1] == "1"
-        if len(fields) > 2:
-            self.cwd = fields[2]
-        return ExecResult(TIMEOUT_EXIT_CODE if timed_out else exit_code, text, timed_out=timed_out,
-                          truncated=truncated, duration_s=time.monotonic() - started)
+            elif code is None:
+                code = 1
+            return ExecResult(int(code), text, timed_out=timed_out, truncated=truncated,
+                              duration_s=time.monotonic() - started)
 
-    def _kill_from_host(self, t0: float, cid: str) -> None:
-        if self.pid is None:
+    def boot_ticks(self) -> int | None:
+        """Now on the container's process clock (shared with the host's kernel)."""
+        try:
+            import os
+
+            return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+        except (AttributeError, ValueError, OSError):
+            return None
+
+    def _backstop(self, started: float, since: int | None, timeout: float | None,
+                  exc: BaseException) -> ExecResult:
+        """The supervisor did not answer in time (or died): kill from a second exec,
+        then start a new session where the shell was."""
+        self.kill_young(since, supervisor_too=True)
+        self.close()
+        self.restarts += 1
+        elapsed = time.monotonic() - started
+        timed_out = timeout is not None and elapsed >= timeout
+        note = note_for({"kind": "exited", "cwd": self.cwd})
+        try:
+            self.start()
+        except Exception as again:  # noqa: BLE001 - the container is probably gone
+            raise SupervisorError(f"{exc}; restarting the shell failed: {again}") from exc
+        return ExecResult(TIMEOUT_EXIT_CODE if timed_out else 1,
+                          f"[the sandbox's shell did not answer: {exc}]\n{note}\n",
+                          timed_out=timed_out, duration_s=elapsed)
+
+    def kill_young(self, since: int | None, *, supervisor_too: bool = False) -> None:
+        """Kill the agent's processes started since ``since`` (boot ticks; None: all but
+        the shell) from a separate root exec."""
+        exclude = [] if supervisor_too or self.pid is None else [str(self.pid)]
+        argv = ["python3", "-I", "-S", "-c", SUPERVISOR_SOURCE, "kill", self.user_id(),
+                "-" if since is None else str(since), *exclude]
+        run_collect(self.api, self.container_id, argv, user="root", timeout=60)
+        if supervisor_too and self.supervisor_pid:
+            run_collect(self.api, self.container_id,
+                        ["python3", "-I", "-S", "-c", "import os, sys; os.kill(int(sys.argv[1]), 9)",
+                         str(self.supervisor_pid)], user="root", timeout=30)
+
+    def user_id(self) -> str:
+        if self.user.isdigit():
+            return self.user
+        out = run_collect(self.api, self.container_id, ["id", "-u", self.user], user="root",
+                          timeout=30).stdout.decode().strip()
+        return out or "1000"
+
+    # -- workspace transfers -------------------------------------------------------
+
+    def untar(self, archive: IO[bytes], size: int, dest: str) -> None:
+        """Extract ``size`` bytes of tar from ``archive`` into ``dest`` as the agent."""
+        with self._lock:
+            self._ensure()
+            assert self.stream is not None
+            self._send({"op": "untar", "dest": dest, "size": size})
+            left = size
+            while left:
+                piece = archive.read(min(left, 1 << 20))
+                if not piece:
+                    raise OSError("the archive ended early")
+                self.stream.write(piece)
+                left -= len(piece)
+            header, _ = self._expect("untarred", time.monotonic() + 600)
+            if header.get("exit") != 0:
+                raise OSError(f"extracting into {dest} failed: {header.get('error', '').strip()}")
+
+    def pack(self, root: str, *, include: list[str] | None = None,
+             exclude: list[str] | None = None, quota: int | None = None) -> PackStream:
+        """Start streaming a tar of ``root``; read it from the returned stream, then
+        look at its :attr:`PackStream.report`."""
+        self._lock.acquire()
+        try:
+            self._ensure()
+            self._send({"op": "pack", "root": root, "include": include, "exclude": exclude or [],
+                        "quota": quota})
+        except BaseException:
+            self._lock.release()
+            raise
+        return PackStream(self)
+
+
+class PackStream:
+    """A file-like, read-only view of a ``pack`` answer: the tar bytes, then the report.
+    Holds the session until closed."""
+
+    def __init__(self, session: ShellSession) -> None:
+        self.session = session
+        self.buf = bytearray()
+        self.done = False
+        self.report: dict[str, Any] = {}
+        self.exit: int | None = None
+        self.stderr = ""
+        self.missing = False
+        self._released = False
+
+    def _pull(self) -> bool:
+        if self.done:
+            return False
+        reader = self.session.reader
+        assert reader is not None
+        try:
+            frame = reader.next(time.monotonic() + 600)
+        except StreamClosed as exc:
+            self.done = True
+            raise SupervisorError("the container's supervisor ended during a copy") from exc
+        if frame is None:
+            self.done = True
+            raise TimeoutError("the copy from the container stalled for 600 s")
+        header, payload = frame
+        if header.get("ev") == "chunk":
+            self.buf += payload
+            return True
+        self.done = True
+        if header.get("ev") == "error":
+            raise SupervisorError(f"the container's supervisor failed: {header.get('error')}")
+        self.report = header.get("report") or {}
+        self.exit = header.get("exit")
+        self.stderr = header.get("stderr") or ""
+        self.missing = bool(header.get("missing"))
+        return False
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            while self._pull():
+                pass
+            out = bytes(self.buf)
+            self.buf.clear()
+            return out
+        while len(self.buf) < size and self._pull():
+            pass
+        out = bytes(self.buf[:size])
+        del self.buf[:size]
+        return out
+
+    def finish(self) -> None:
+        """Read to the end (the report), discarding any remaining tar bytes."""
+        while self._pull():
+            self.buf.clear()
+        self.buf.clear()
+
+    def close(self) -> None:
+        if self._released:
             return
-        run_collect(self.api, self.container_id,
-                    ["python3", "-c", KILLER, str(self.pid), str(t0 - 0.5),
-                     f"{self.state_dir}/done", cid, "0",
-                     f"{self.state_dir}/timeout.{cid}"],
-                    user=self.user, timeout=30)
+        try:
+            if not self.done:
+                self.finish()
+        finally:
+            self._released = True
+            self.session._lock.release()
+
+    def __enter__(self) -> PackStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - an error inside the block wins
+            if exc[0] is None:
+                raise
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            piece = self.read(1 << 16)
+            if not piece:
+                return
+            yield piece

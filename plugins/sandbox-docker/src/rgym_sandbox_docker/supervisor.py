@@ -1,0 +1,859 @@
+"""The trusted supervisor of a Docker episode, run *inside* the container as root.
+
+The host starts it with ``docker exec -u root python3 -I -S -c <this file> session``
+and talks to it over the exec's stdin/stdout; nothing of the agent can reach
+either (they belong to a root process the agent user can neither signal nor
+trace).  This file is stdlib-only and runs on any Python 3.8+ of the image.
+
+Host -> supervisor: one JSON request per line; a request with ``"size": N`` is
+followed by N raw bytes.  Supervisor -> host: frames of ``>II`` (header length,
+payload length), a JSON header and a raw payload.
+
+The agent's shell.  The supervisor starts ``bash`` as the agent user from an
+execute-only copy (``/run/rgym/bash``, mode 0111), which makes the shell
+non-dumpable: the agent's processes cannot read its memory, environment or file
+descriptors, nor ptrace it, and it cannot open its own ``/proc/self/mem``.  The
+shell's stdin, stdout and stderr are pipes of the supervisor.  Each command is
+sent as one line::
+
+    eval -- $'<command>' </dev/null; { :; } 9>/run/rgym/<status dir>/<nonce>.$?
+
+with a fresh random nonce.  bash reads the whole line before running any of it,
+so the nonce never waits in the pipe, and the status redirection is syntax, which
+no function, alias or trap of the agent can override.  The status directory is
+root-owned, mode 0333: the agent can create files in it but not list it.  The
+supervisor watches it with inotify; a status file with the current nonce ends
+the command with its exit code.  The working directory is read from
+``/proc/<shell>/cwd``; the timeout is measured on the supervisor's clock and
+enforced by it (freeze, then kill every process of the agent user started since
+the command began; a shell that stays busy is killed and restarted in its last
+directory).  Before and after every command the shell is checked: still the
+execute-only binary, no file mapped into it that the agent could have written
+(``LD_PRELOAD``, ``enable -f``), still reading its own stdin when idle.  A shell
+found otherwise is killed and restarted, and the host is told why.
+"""
+
+import ctypes
+import fcntl
+import json
+import os
+import pwd
+import select
+import shutil
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import time
+
+HEADER = struct.Struct(">II")
+RUN_DIR = "/run/rgym"
+SHELL_COPY = RUN_DIR + "/bash"
+#: Seconds the shell gets, after a timed-out command's processes are killed, to
+#: come back before it is killed too.
+SHELL_GRACE_S = 1.0
+#: Seconds between checks of the shell while a command runs.
+CHECK_EVERY_S = 0.25
+CHUNK = 1 << 16
+IN_CREATE = 0x100
+IN_MOVED_TO = 0x80
+IN_Q_OVERFLOW = 0x4000
+IN_NONBLOCK = 0o4000
+IN_CLOEXEC = 0o2000000
+#: read(2)'s system call number, for the "idle in read(0)" check.
+READ_SYSCALL = {"x86_64": 0, "aarch64": 63, "riscv64": 63}.get(os.uname().machine)
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# -- framing -------------------------------------------------------------------------
+
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except InterruptedError:
+            continue
+        view = view[n:]
+
+
+def send(header, payload=b""):
+    head = json.dumps(header).encode()
+    write_all(1, HEADER.pack(len(head), len(payload)) + head + payload)
+
+
+class HostInput:
+    """Requests from the host on fd 0: JSON lines, some followed by raw bytes."""
+
+    def __init__(self):
+        self.buf = bytearray()
+        self.eof = False
+
+    def fill(self, block=True):
+        if self.eof:
+            return False
+        if not block:
+            ready, _, _ = select.select([0], [], [], 0)
+            if not ready:
+                return False
+        data = os.read(0, CHUNK)
+        if not data:
+            self.eof = True
+            return False
+        self.buf += data
+        return True
+
+    def line(self):
+        while b"\n" not in self.buf:
+            if not self.fill():
+                return None
+        idx = self.buf.index(b"\n")
+        line = bytes(self.buf[:idx])
+        del self.buf[:idx + 1]
+        return json.loads(line.decode())
+
+    def take(self, size):
+        """Yield exactly ``size`` bytes, in pieces."""
+        left = size
+        while left:
+            if not self.buf and not self.fill():
+                raise EOFError("the host closed the session mid-transfer")
+            piece = bytes(self.buf[:left])
+            del self.buf[:len(piece)]
+            left -= len(piece)
+            yield piece
+
+
+# -- processes -------------------------------------------------------------------------
+
+
+def boot_ticks():
+    """Now, in the clock of /proc/<pid>/stat's start times (ticks since boot)."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * TICKS)
+
+
+def proc_uid_start(pid):
+    """(real uid, effective uid, start ticks) of a process, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            uids = None
+            for line in fh:
+                if line.startswith("State:") and line.split()[1] in ("Z", "X"):
+                    return None  # a zombie: dead already, waiting for its parent
+                if line.startswith("Uid:"):
+                    uids = line.split()[1:3]
+                    break
+        with open(f"/proc/{pid}/stat") as fh:
+            data = fh.read()
+        start = int(data[data.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+    if not uids:
+        return None
+    return int(uids[0]), int(uids[1]), start
+
+
+def agent_pids(uid, since=None, exclude=()):
+    """Processes of ``uid`` (started at or after ``since`` ticks, when given)."""
+    found = []
+    skip = set(exclude) | {os.getpid(), 1}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in skip:
+            continue
+        info = proc_uid_start(int(name))
+        if info is None or uid not in info[:2]:
+            continue
+        if since is not None and info[2] < since:
+            continue
+        found.append(int(name))
+    return found
+
+
+def signal_all(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def kill_young(uid, since, exclude=()):
+    """Freeze, then kill, every process of ``uid`` started since ``since`` (a frozen
+    process cannot fork: fork bombs die too).  Returns how many were killed."""
+    stopped = set()
+    for _ in range(400):
+        new = [p for p in agent_pids(uid, since, exclude) if p not in stopped]
+        if not new:
+            break
+        signal_all(new, signal.SIGSTOP)
+        stopped.update(new)
+    signal_all(stopped, signal.SIGKILL)
+    for _ in range(50):
+        rest = agent_pids(uid, since, exclude)
+        if not rest:
+            break
+        signal_all(rest, signal.SIGKILL)
+        time.sleep(0.01)
+    return len(stopped)
+
+
+def reap():
+    """Collect exited children (the supervisor is their parent)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+# -- inotify -------------------------------------------------------------------------------
+
+
+class Watch:
+    """inotify on one directory: the names created in it."""
+
+    def __init__(self, path):
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        if libc.inotify_add_watch(self.fd, path.encode(), IN_CREATE | IN_MOVED_TO) < 0:
+            raise OSError(ctypes.get_errno(), "inotify_add_watch " + path)
+        self.path = path
+
+    def names(self):
+        """Names created since the last call (None after an overflow: list the folder)."""
+        out = []
+        overflow = False
+        while True:
+            try:
+                data = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            pos = 0
+            while pos + 16 <= len(data):
+                _, mask, _, length = struct.unpack_from("iIII", data, pos)
+                name = data[pos + 16:pos + 16 + length].split(b"\0", 1)[0]
+                pos += 16 + length
+                if mask & IN_Q_OVERFLOW:
+                    overflow = True
+                elif name:
+                    out.append(name.decode("utf-8", "replace"))
+        if overflow:
+            return None
+        return out
+
+
+# -- output capture -------------------------------------------------------------------------
+
+
+class Capture:
+    """The first and last ``keep`` bytes of a command's output, and how many were dropped."""
+
+    def __init__(self, keep):
+        self.keep = max(keep, 1024)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, data):
+        room = self.keep - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            extra = len(self.tail) - self.keep
+            if extra > 2 * self.keep:  # trim rarely: amortised O(1)
+                self.dropped += extra
+                del self.tail[:extra]
+
+    def result(self):
+        extra = len(self.tail) - self.keep
+        if extra > 0:
+            self.dropped += extra
+            del self.tail[:extra]
+        return {"head": len(self.head), "dropped": self.dropped}, bytes(self.head + self.tail)
+
+
+# -- the shell -------------------------------------------------------------------------------
+
+
+def ansi_c_quote(text):
+    out = ["$'"]
+    for ch in text:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == "'":
+            out.append("\\'")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    out.append("'")
+    return "".join(out)
+
+
+def prepare_run_dir():
+    """/run/rgym (root, 0711) with the execute-only shell copy in it."""
+    os.makedirs(RUN_DIR, exist_ok=True)
+    os.chown(RUN_DIR, 0, 0)
+    os.chmod(RUN_DIR, 0o711)
+    if not os.path.exists(SHELL_COPY):
+        source = shutil.which("bash")
+        if source is None:
+            raise RuntimeError("the image has no bash")
+        tmp = SHELL_COPY + ".tmp"
+        shutil.copyfile(source, tmp)
+        os.chown(tmp, 0, 0)
+        os.chmod(tmp, 0o111)
+        os.rename(tmp, SHELL_COPY)
+    st = os.stat(SHELL_COPY)
+    return st.st_dev, st.st_ino
+
+
+class Shell:
+    """One non-dumpable bash of the agent user, driven line by line."""
+
+    def __init__(self, cfg, shell_id):
+        self.cfg = cfg
+        self.uid = cfg["uid"]
+        self.gid = cfg["gid"]
+        self.shell_id = shell_id
+        self.status_dir = None
+        self.proc = None
+        self.cwd = cfg["workdir"]
+        self.known_maps = {}
+
+    # -- start / stop
+
+    def start(self, cwd):
+        self.status_dir = os.path.join(RUN_DIR, "st-" + os.urandom(12).hex())
+        os.mkdir(self.status_dir, 0o700)
+        os.chmod(self.status_dir, 0o333)  # create, but not list
+        self.watch = Watch(self.status_dir)
+        env = dict(self.cfg["env"])
+        where = cwd if cwd and os.path.isdir(cwd) else self.cfg["workdir"]
+        self.proc = subprocess.Popen(
+            ["bash", "--noprofile", "--norc"], executable=SHELL_COPY, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, cwd=where, env=env, user=self.uid, group=self.gid,
+            extra_groups=[], start_new_session=True, close_fds=True)
+        self.pid = self.proc.pid
+        self.stdin = self.proc.stdin.fileno()
+        self.stdout = self.proc.stdout.fileno()
+        self.out_eof = False
+        os.set_blocking(self.stdout, False)
+        self.known_maps = {}
+        init = ("readonly HISTSIZE=0 HISTFILESIZE=0 HISTFILE=/dev/null; set +o history; "
+                "enable -n enable")
+        exit_code, _, _ = self.command(init, None, Capture(4096), quiet=True)
+        if exit_code != 0:
+            raise RuntimeError(f"the shell did not start (exit {exit_code!r})")
+        self.cwd = self.read_cwd() or where
+
+    def kill(self):
+        if self.proc is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            for stream in (self.proc.stdin, self.proc.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            self.proc = None
+        if self.status_dir:
+            try:
+                os.close(self.watch.fd)
+            except OSError:
+                pass
+            shutil.rmtree(self.status_dir, ignore_errors=True)
+            self.status_dir = None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    # -- facts read from /proc, never from the shell
+
+    def read_cwd(self):
+        try:
+            where = os.readlink(f"/proc/{self.pid}/cwd")
+        except OSError:
+            return None
+        return where[:-len(" (deleted)")] if where.endswith(" (deleted)") else where
+
+    def tampering(self, shell_file):
+        """Why the shell process is no longer the shell we started, or None."""
+        try:
+            exe = os.stat(f"/proc/{self.pid}/exe")
+        except OSError:
+            return None  # gone: reported as an exit
+        if (exe.st_dev, exe.st_ino) != shell_file:
+            try:
+                name = os.readlink(f"/proc/{self.pid}/exe")
+            except OSError:
+                name = "?"
+            return f"the shell process now runs {name}"
+        try:
+            with open(f"/proc/{self.pid}/maps") as fh:
+                maps = fh.read().splitlines()
+        except OSError:
+            return None
+        for line in maps:
+            parts = line.split(None, 5)
+            if len(parts) < 6 or not parts[5].startswith("/"):
+                continue
+            key = (parts[3], parts[4])
+            if key in self.known_maps:
+                continue
+            path = parts[5]
+            try:
+                st = os.stat(path)
+            except OSError:
+                return f"a deleted or hidden file is mapped into the shell: {path}"
+            if str(st.st_ino) != parts[4] or st.st_uid != 0 or st.st_mode & 0o022:
+                return f"a file the agent could write is mapped into the shell: {path}"
+            self.known_maps[key] = path
+        return None
+
+    def idle(self):
+        """True when the shell waits for its next line: blocked reading its stdin
+        pipe, and the pipe is empty."""
+        if READ_SYSCALL is None:
+            return False
+        try:
+            with open(f"/proc/{self.pid}/syscall") as fh:
+                fields = fh.read().split()
+            pending = ctypes.c_int(0)
+            fcntl.ioctl(self.stdin, 0x541B, pending)  # FIONREAD
+        except OSError:
+            return False
+        return (len(fields) > 1 and fields[0] == str(READ_SYSCALL) and int(fields[1], 16) == 0
+                and pending.value == 0)
+
+    # -- one command
+
+    def drain(self, capture):
+        while not self.out_eof:
+            try:
+                data = os.read(self.stdout, CHUNK)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self.out_eof = True  # every writer closed it (the shell may live on)
+                return
+            capture.add(data)
+
+    def command(self, text, timeout, capture, shell_file=None, quiet=False, host=None):
+        """Run one command line.  Returns (exit code or None, timed out, note or None)."""
+        nonce = os.urandom(16).hex()
+        line = f"eval -- {ansi_c_quote(text)} </dev/null; {{ :; }} 9>{self.status_dir}/{nonce}.$?\n"
+        since = boot_ticks()
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        try:
+            write_all(self.stdin, line.encode())
+        except OSError:
+            pass  # the shell is gone: found below
+        timed_out = False
+        kill_at = None
+        idle_seen = 0
+        next_check = started + CHECK_EVERY_S
+        while True:
+            now = time.monotonic()
+            waits = [next_check - now]
+            if deadline is not None and not timed_out:
+                waits.append(deadline - now)
+            if kill_at is not None:
+                waits.append(kill_at - now)
+            wait = max(0.0, min(waits))
+            fds = [self.watch.fd] + ([] if self.out_eof else [self.stdout])
+            if host is not None and not host.eof:
+                fds.append(0)
+            try:
+                ready, _, _ = select.select(fds, [], [], wait)
+            except InterruptedError:
+                ready = []
+            if self.stdout in ready:
+                self.drain(capture)
+            if 0 in ready:
+                host.fill(block=False)
+                if host.eof:  # the host is gone: so is this session
+                    raise SystemExit(0)
+            names = self.watch.names() if self.watch.fd in ready else []
+            if names is None:  # the queue overflowed: the agent floods the folder
+                names = os.listdir(self.status_dir)
+            done = [n for n in names if n.startswith(nonce + ".")]
+            for name in names:  # keep the folder empty; guesses are only noise
+                try:
+                    os.unlink(os.path.join(self.status_dir, name))
+                except OSError:
+                    pass
+            if done:
+                self.drain(capture)
+                code = done[0][len(nonce) + 1:]
+                try:
+                    return int(code), timed_out, None
+                except ValueError:
+                    return None, timed_out, "the shell reported a malformed status"
+            if self.proc.poll() is not None:
+                self.drain(capture)
+                code = self.proc.returncode
+                return (128 - code if code < 0 else code), timed_out, "exited"
+            now = time.monotonic()
+            if deadline is not None and not timed_out and now >= deadline:
+                timed_out = True
+                kill_young(self.uid, since, exclude=(self.pid,))
+                kill_at = time.monotonic() + SHELL_GRACE_S
+                continue
+            if kill_at is not None and now >= kill_at:
+                self.drain(capture)
+                return None, True, "stuck"
+            if now >= next_check:
+                next_check = now + CHECK_EVERY_S
+                if shell_file is not None:
+                    why = self.tampering(shell_file)
+                    if why:
+                        self.drain(capture)
+                        return None, timed_out, "tampered: " + why
+                if not quiet and self.idle():
+                    idle_seen += 1
+                    if idle_seen >= 2:  # the line was consumed but no status came
+                        self.drain(capture)
+                        return None, timed_out, ("tampered: the shell finished the command "
+                                                 "without reporting its status")
+                else:
+                    idle_seen = 0
+
+
+class Session:
+    """The supervisor's request loop."""
+
+    def __init__(self):
+        self.host = HostInput()
+        self.shell = None
+        self.cfg = None
+        self.shell_file = None
+        self.count = 0
+
+    def serve(self):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        while True:
+            request = self.host.line()
+            if request is None:
+                break
+            op = request.get("op")
+            try:
+                handler = getattr(self, "op_" + str(op))
+            except AttributeError:
+                send({"ev": "error", "error": f"unknown request {op!r}"})
+                continue
+            try:
+                handler(request)
+            except Exception as exc:  # noqa: BLE001 - reported, the session goes on
+                send({"ev": "error", "error": f"{type(exc).__name__}: {exc}"})
+        self.stop()
+
+    def stop(self):
+        if self.shell is not None:
+            self.shell.kill()
+            self.shell = None
+
+    # -- requests
+
+    def op_init(self, request):
+        cfg = request
+        entry = pwd.getpwnam(cfg["user"]) if not str(cfg["user"]).isdigit() else None
+        cfg["uid"] = entry.pw_uid if entry else int(cfg["user"])
+        cfg["gid"] = entry.pw_gid if entry else int(cfg["user"])
+        env = {k: v for k, v in os.environ.items() if k not in ("HOME", "HOSTNAME")}
+        env.update(cfg.get("env") or {})
+        cfg["env"] = env
+        self.cfg = cfg
+        self.shell_file = prepare_run_dir()
+        for path in cfg.get("read_only_dirs") or ():  # dataset mount points
+            if os.path.isdir(path):
+                os.chown(path, 0, 0)
+                os.chmod(path, 0o555)
+        for path in cfg.get("agent_dirs") or ():  # folders above a dataset mount
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chown(path, cfg["uid"], cfg["gid"])
+        self.shell = Shell(cfg, 0)
+        self.shell.start(cfg["workdir"])
+        send({"ev": "ready", "pid": self.shell.pid, "cwd": self.shell.cwd,
+              "supervisor": os.getpid()})
+
+    def _restart(self, cwd):
+        old = self.shell
+        if old is not None:
+            old.kill()
+        self.count += 1
+        self.shell = Shell(self.cfg, self.count)
+        self.shell.start(cwd)
+
+    def op_run(self, request):
+        notes = []
+        capture = Capture(int(request.get("keep") or (1 << 20)))
+        shell = self.shell
+        if not shell.alive():
+            self._restart(shell.cwd)
+            notes.append({"kind": "restarted", "cwd": self.shell.cwd})
+        else:
+            why = self.shell.tampering(self.shell_file)
+            if why:
+                self._restart(self.shell.read_cwd() or self.shell.cwd)
+                notes.append({"kind": "tampered", "why": why, "cwd": self.shell.cwd})
+        shell = self.shell
+        try:
+            code, timed_out, note = shell.command(request["cmd"], request.get("timeout"),
+                                                  capture, self.shell_file, host=self.host)
+        except SystemExit:
+            self.stop()
+            raise
+        if timed_out and note is None:
+            # the shell came back: let it report the jobs the timeout killed now, in
+            # this command's output, not at the start of the next one
+            shell.command(":", 5.0, capture, quiet=True)
+        cwd = shell.read_cwd() or shell.cwd
+        restart = None
+        if note == "exited":
+            restart = {"kind": "exited", "cwd": cwd}
+        elif note == "stuck":
+            restart = {"kind": "stuck", "cwd": cwd}
+        elif note and note.startswith("tampered: "):
+            restart = {"kind": "tampered", "why": note[len("tampered: "):], "cwd": cwd}
+        elif note:
+            notes.append({"kind": "warning", "why": note})
+        if restart is None:
+            why = shell.tampering(self.shell_file)
+            if why:
+                restart = {"kind": "tampered", "why": why, "cwd": cwd}
+        if restart is not None:
+            self._restart(cwd)
+            restart["cwd"] = self.shell.cwd
+            notes.append(restart)
+            cwd = self.shell.cwd
+        else:
+            shell.cwd = cwd
+        reap()
+        header, payload = capture.result()
+        header.update({"ev": "done", "id": request.get("id"), "exit": code,
+                       "timed_out": timed_out, "cwd": cwd, "notes": notes})
+        send(header, payload)
+
+    def op_kill(self, request):
+        exclude = [self.shell.pid] if self.shell is not None else []
+        since = request.get("since")
+        n = kill_young(self.cfg["uid"], None if since is None else int(since), exclude)
+        send({"ev": "killed", "count": n})
+
+    def op_untar(self, request):
+        """Extract a tar (the next ``size`` bytes) into ``dest`` as the agent user."""
+        dest = request["dest"]
+        proc = subprocess.Popen(
+            ["sh", "-c", 'mkdir -p -- "$1" && exec tar -x -f - -C "$1" --no-same-owner', "sh",
+             dest], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            user=self.cfg["uid"], group=self.cfg["gid"], extra_groups=[],
+            env=self.cfg["env"], cwd="/")
+        broken = False
+        for piece in self.host.take(int(request["size"])):
+            if not broken:
+                try:
+                    proc.stdin.write(piece)
+                except BrokenPipeError:
+                    broken = True
+        try:
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        err = proc.stderr.read().decode("utf-8", "replace")
+        send({"ev": "untarred", "exit": proc.wait(), "error": err[-4000:]})
+
+    def op_pack(self, request):
+        """Stream a tar of ``root`` (files the agent user can read) as chunk frames."""
+        root = request["root"]
+        names_r, names_w = os.pipe()
+        report_r, report_w = os.pipe()
+        walker = os.fork()
+        if walker == 0:  # the walk runs as the agent user: its view of the workspace
+            try:
+                os.close(names_r)
+                os.close(report_r)
+                os.setgroups([])
+                os.setresgid(self.cfg["gid"], self.cfg["gid"], self.cfg["gid"])
+                os.setresuid(self.cfg["uid"], self.cfg["uid"], self.cfg["uid"])
+                report = walk(root, request, names_w)
+                os.close(names_w)
+                write_all(report_w, json.dumps(report).encode())
+                os._exit(0)
+            except BaseException as exc:  # noqa: BLE001
+                try:
+                    write_all(report_w, json.dumps({"error": repr(exc)}).encode())
+                finally:
+                    os._exit(1)
+        os.close(names_w)
+        os.close(report_w)
+        is_dir = os.path.isdir(root) and not os.path.islink(root)
+        base = root if is_dir else os.path.dirname(root) or "/"
+        tar = subprocess.Popen(
+            ["tar", "-c", "-f", "-", "--format=gnu", "--sparse", "--numeric-owner",
+             "--ignore-failed-read", "--warning=no-file-changed", "--warning=no-file-removed",
+             "-C", base, "--no-recursion", "--null", "--verbatim-files-from", "-T", "-"],
+            stdin=names_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            user=self.cfg["uid"], group=self.cfg["gid"], extra_groups=[], cwd="/",
+            env={"PATH": self.cfg["env"].get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"})
+        os.close(names_r)
+        out = tar.stdout.fileno()
+        err_fd = tar.stderr.fileno()
+        errors = bytearray()
+        raw = bytearray()
+        open_fds = [out, err_fd, report_r]
+        while open_fds:
+            ready, _, _ = select.select(open_fds, [], [])
+            for fd in ready:
+                data = os.read(fd, CHUNK)
+                if not data:
+                    open_fds.remove(fd)
+                elif fd == out:
+                    send({"ev": "chunk"}, data)
+                elif fd == report_r:
+                    raw += data
+                elif len(errors) < 8000:
+                    errors += data
+        code = tar.wait()
+        os.waitpid(walker, 0)
+        os.close(report_r)
+        try:
+            report = json.loads(bytes(raw).decode() or "{}")
+        except ValueError:
+            report = {"error": "the workspace walk failed"}
+        send({"ev": "packed", "exit": code, "stderr": errors.decode("utf-8", "replace"),
+              "report": report})
+
+    def op_stop(self, request):
+        self.stop()
+        send({"ev": "stopped"})
+        sys.exit(0)
+
+
+# -- the workspace walk (runs as the agent user) ------------------------------------
+
+
+def glob_match(rel, pattern):
+    import fnmatch
+
+    if fnmatch.fnmatchcase(rel, pattern):
+        return True
+    return pattern.startswith("**/") and glob_match(rel, pattern[3:])
+
+
+def walk(root, request, out_fd):
+    """Write the NUL-separated names to archive (relative to the archive base) and
+    return a report: files and bytes (apparent), what was skipped and why."""
+    include = request.get("include")
+    exclude = request.get("exclude") or []
+    quota = request.get("quota")
+    skipped = []
+    total = 0
+    files = 0
+
+    def emit(name):
+        write_all(out_fd, name.encode("utf-8", "surrogateescape") + b"\0")
+
+    def skip(rel, why):
+        if len(skipped) < 200:
+            skipped.append([rel, why])
+
+    try:
+        st = os.lstat(root)
+        if stat.S_ISDIR(st.st_mode):
+            os.listdir(root)
+        elif stat.S_ISREG(st.st_mode):
+            os.close(os.open(root, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK))
+    except OSError as exc:
+        return {"files": 0, "bytes": 0, "skipped": [], "errno": exc.errno,
+                "error": exc.strerror}
+    if not stat.S_ISDIR(st.st_mode):
+        name = os.path.basename(root)
+        if stat.S_ISREG(st.st_mode):
+            if quota is not None and st.st_size > quota:
+                return {"files": 0, "bytes": st.st_size, "over_quota": True, "skipped": skipped}
+            emit(name)
+            return {"files": 1, "bytes": st.st_size, "skipped": skipped, "root": "file"}
+        return {"files": 0, "bytes": 0, "skipped": [[name, "not a regular file"]],
+                "not_regular": True}
+    top_dev = st.st_dev
+    emit(".")
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        path = os.path.join(root, rel_dir) if rel_dir else root
+        try:
+            entries = sorted(os.scandir(path), key=lambda e: e.name)
+        except OSError as exc:
+            skip(rel_dir or ".", f"unreadable folder: {exc.strerror}")
+            continue
+        for entry in entries:
+            rel = rel_dir + "/" + entry.name if rel_dir else entry.name
+            try:
+                est = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if any(glob_match(rel, p) for p in exclude):
+                continue
+            if stat.S_ISDIR(est.st_mode):
+                if est.st_dev != top_dev:
+                    continue  # another file system: a dataset mount
+                if not os.access(entry.path, os.R_OK | os.X_OK):
+                    skip(rel, "unreadable folder")
+                    continue
+                emit(rel)
+                stack.append(rel)
+            elif stat.S_ISREG(est.st_mode):
+                if include is not None and not any(glob_match(rel, p) for p in include):
+                    continue
+                if not os.access(entry.path, os.R_OK):
+                    skip(rel, "unreadable file")
+                    continue
+                total += est.st_size
+                files += 1
+                if quota is not None and total > quota:
+                    return {"files": files, "bytes": total, "over_quota": True,
+                            "skipped": skipped}
+                emit(rel)
+            elif stat.S_ISLNK(est.st_mode):
+                skip(rel, "symbolic link")
+            else:
+                skip(rel, "not a regular file or folder")
+    return {"files": files, "bytes": total, "skipped": skipped, "root": "dir"}
+
+
+def main(argv):
+    mode = argv[1] if len(argv) > 1 else "session"
+    if mode == "session":
+        Session().serve()
+    elif mode == "kill":  # kill UID SINCE_TICKS [EXCLUDE...]: the host's backstop
+        uid = int(argv[2])
+        since = None if argv[3] == "-" else int(argv[3])
+        print(kill_young(uid, since, [int(p) for p in argv[4:]]))
+    else:
+        sys.exit(f"unknown mode {mode!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
