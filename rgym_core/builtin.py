@@ -6,11 +6,21 @@ dataset, and the ``rgym/scripted`` and ``rgym/replay`` agents.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rgym_core.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    import click
+
+    from rgym_core.agents import AgentSpec
+    from rgym_core.sandbox import SandboxSpec
+    from rgym_core.specs import DatasetSpec, TaskSpec
+    from rgym_core.tools import Tool
 
 
 @hookimpl
-def rgym_register_sandboxes():  # type: ignore[no-untyped-def]
+def rgym_register_sandboxes() -> list[SandboxSpec]:
     from rgym_core.sandbox import SandboxSpec
     from rgym_core.sandboxes.local import LocalSandbox
 
@@ -20,28 +30,28 @@ def rgym_register_sandboxes():  # type: ignore[no-untyped-def]
 
 
 @hookimpl
-def rgym_register_tools():  # type: ignore[no-untyped-def]
+def rgym_register_tools() -> list[Tool]:
     from rgym_core.aci import builtin_tools
 
     return builtin_tools()
 
 
 @hookimpl
-def rgym_register_tasks():  # type: ignore[no-untyped-def]
+def rgym_register_tasks() -> list[TaskSpec]:
     from rgym_core.demo import demo_tasks
 
     return demo_tasks()
 
 
 @hookimpl
-def rgym_register_datasets():  # type: ignore[no-untyped-def]
+def rgym_register_datasets() -> list[DatasetSpec]:
     from rgym_core.demo import demo_datasets
 
     return demo_datasets()
 
 
 @hookimpl
-def rgym_register_agents():  # type: ignore[no-untyped-def]
+def rgym_register_agents() -> list[AgentSpec]:
     from rgym_core.agents import AgentSpec
     from rgym_core.scripted import ScriptedAgent
 
@@ -80,7 +90,7 @@ CORE_COMMANDS = [
 
 
 @hookimpl
-def rgym_cli_commands():  # type: ignore[no-untyped-def]
+def rgym_cli_commands() -> list[click.Command]:
     """The core's commands, registered like any plugin's and imported on first use."""
     from rgym_core.cli import lazy_command
 

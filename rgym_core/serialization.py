@@ -55,6 +55,11 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
+def _origin(tp: Any) -> Any:
+    """``typing.get_origin``, typed loosely (``Literal``, ``list``, ``dict``...)."""
+    return typing.get_origin(tp)
+
+
 def _merge_profiles(data: Any) -> Any:
     """Apply each profile of a raw task mapping over the task's own sections, so
     that the profile's partial ``budget: {time_limit_s: ...}`` is validated (and
@@ -133,7 +138,7 @@ def _make_converter(forbid_extra: bool) -> cattrs.Converter:
 
         return structure_literal
 
-    conv.register_structure_hook_factory(lambda t: typing.get_origin(t) is typing.Literal, literal_hook)
+    conv.register_structure_hook_factory(lambda t: _origin(t) is typing.Literal, literal_hook)
 
     def list_hook(tp: Any) -> Any:
         base = list_structure_factory(tp, conv)
@@ -145,7 +150,7 @@ def _make_converter(forbid_extra: bool) -> cattrs.Converter:
 
         return structure_list
 
-    conv.register_structure_hook_factory(lambda t: typing.get_origin(t) is list, list_hook)
+    conv.register_structure_hook_factory(lambda t: _origin(t) is list, list_hook)
 
     def attrs_hook(cl: Any) -> Any:
         base = make_dict_structure_fn(cl, conv, _cattrs_forbid_extra_keys=forbid_extra,
@@ -173,7 +178,7 @@ def _make_converter(forbid_extra: bool) -> cattrs.Converter:
 
         return structure_dict
 
-    conv.register_structure_hook_factory(lambda t: typing.get_origin(t) is dict, dict_hook)
+    conv.register_structure_hook_factory(lambda t: _origin(t) is dict, dict_hook)
     return conv
 
 

@@ -9,14 +9,9 @@ from rgym_core.tools import Tool
 def builtin_tools() -> list[Tool]:
     """Every built-in tool, in the order agents see them."""
     from rgym_core.aci.core_tools import BashTool, SubmitTool, ValidateTool
+    from rgym_core.aci.files import file_tools
 
-    tools: list[Tool] = [BashTool()]
-    try:
-        from rgym_core.aci.files import file_tools
-    except ImportError:  # the file viewer and editor are being written
-        file_tools = None
-    if file_tools is not None:
-        tools.extend(file_tools())
+    tools: list[Tool] = [BashTool(), *file_tools()]
     from rgym_core.aci.search import search_tools
 
     tools.extend(search_tools())

@@ -114,7 +114,8 @@ def _leading_tokens(line: str, count: int) -> tuple[list[str], str]:
         if token is None or token == lexer.eof:
             break
         tokens.extend(_expand_ranges([token]))
-    return tokens, lexer.instream.read().strip()
+    rest: str = lexer.instream.read()  # type: ignore[call-arg]  # a StringIO reads all
+    return tokens, rest.strip()
 
 
 def _expand_ranges(tokens: list[str]) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
+from typing import Any
 
 from attrs import define
 
@@ -52,8 +53,8 @@ def lint_python(source: str, filename: str = "<file>") -> list[LintError]:
         return []
     reported = _reported_classes()
     found = _pyflakes_checker.Checker(tree, filename=filename)
-    errors = [LintError(msg.lineno, msg.message % msg.message_args)
-              for msg in found.messages if isinstance(msg, reported)]
+    messages: list[Any] = [m for m in found.messages if isinstance(m, reported)]
+    errors = [LintError(msg.lineno, msg.message % msg.message_args) for msg in messages]
     return sorted(errors, key=lambda e: (e.line, e.message))
 
 

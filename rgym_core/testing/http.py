@@ -115,7 +115,8 @@ class LoopbackServer:
     def url(self) -> str:
         """``http://127.0.0.1:PORT`` (no trailing slash)."""
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        name = host.decode() if isinstance(host, bytes) else host
+        return f"http://{name}:{port}"
 
     def start(self) -> LoopbackServer:
         if not self._started:
@@ -147,7 +148,7 @@ class LoopbackServer:
     def handle(self, path: str, handler: Handler | Reply) -> None:
         """Answer every request to ``path`` (once its queue is empty) with ``handler``."""
         with self._lock:
-            self._handlers[path] = handler if callable(handler) else (lambda _r, h=handler: h)
+            self._handlers[path] = handler if callable(handler) else _constant(handler)
 
     def hits(self, path: str) -> list[RecordedRequest]:
         """The recorded requests to ``path``."""
@@ -212,6 +213,13 @@ class LoopbackServer:
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815
 
         return _Handler
+
+
+def _constant(reply: Reply) -> Handler:
+    def handler(_request: RecordedRequest) -> Reply:
+        return reply
+
+    return handler
 
 
 def sse(data: Any, event: str | None = None) -> bytes:

@@ -81,7 +81,7 @@ class ChildEnv:
         """Run this environment's Python with ``args``."""
         env = kwargs.pop("env", None) or clean_env()
         return subprocess.run([str(self.python), *args], capture_output=True, text=True, timeout=timeout,
-                              env=env, **kwargs)  # type: ignore[call-overload,no-any-return]
+                              env=env, **kwargs)  # type: ignore[call-overload]
 
 
 def clean_env() -> dict[str, str]:

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -194,7 +195,7 @@ class SemanticScholarClient:
             years = year_param(year_from, year_to)
             if years:
                 params["year"] = years
-            body, attempts = call_with_retries(lambda p=params: self._page(p), self.policy,
+            body, attempts = call_with_retries(functools.partial(self._page, params), self.policy,
                                                service=SERVICE, sleep=self._sleep)
             result.requests += 1
             result.attempts += attempts

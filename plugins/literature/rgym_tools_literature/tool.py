@@ -128,7 +128,8 @@ class LiteratureSearchTool(Tool):
             ctx.record(CONFIG_KEY, facts)
             return ToolResult(output=f"literature_search failed: {exc}", error=True,
                               info={"literature_error": str(exc)})
-        shown, reasons = [], Counter()
+        shown: list[Any] = []
+        reasons: Counter[str] = Counter()
         for paper in result.papers:
             reason = withhold_reason(policy, paper)
             if reason is None:

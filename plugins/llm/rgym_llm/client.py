@@ -151,8 +151,8 @@ class ChatClient:
             api_key, _ = find_key(names)
         self._key = api_key
         if self.key_required and not self._key:
-            names = self.options.api_key_env or " or ".join(self.key_envs)
-            raise ModelConfigError(f"{provider}: no API key; set {names} in the environment or in "
+            wanted = self.options.api_key_env or " or ".join(self.key_envs)
+            raise ModelConfigError(f"{provider}: no API key; set {wanted} in the environment or in "
                                    "a .env file in the working directory")
         self.prices = prices or PriceTable.load(self.options.prices)
         self._sleep = sleep

@@ -4,11 +4,16 @@ and ``llm/litellm``."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rgym_core.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from rgym_core.models import ModelProviderSpec
 
 
 @hookimpl
-def rgym_register_model_providers():  # type: ignore[no-untyped-def]
+def rgym_register_model_providers() -> list[ModelProviderSpec]:
     from rgym_core.models import ModelProviderSpec
     from rgym_llm.providers import PROVIDERS
 

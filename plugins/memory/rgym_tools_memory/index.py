@@ -21,9 +21,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import faiss
+import faiss as _faiss
 import numpy as np
 from attrs import define, field
+
+#: faiss's SWIG bindings, used untyped.
+faiss: Any = _faiss
 
 
 @define(frozen=True)
@@ -78,7 +81,7 @@ class _Rows:
             self.count += take
             done += take
 
-    def blocks(self, start: int = 0, stop: int | None = None):  # type: ignore[no-untyped-def]
+    def blocks(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, Any]]:
         """Yield ``(offset, view)`` pairs covering rows ``start:stop`` without copying."""
         stop = self.count if stop is None else min(stop, self.count)
         pos = start

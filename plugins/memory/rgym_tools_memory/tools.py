@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rgym_core.tools import Tool, ToolArg, ToolContext, ToolError, ToolResult, ToolSchema
-from rgym_tools_memory.persistence import MemoryPersistenceError
-from rgym_tools_memory.session import close_session, open_session
-from rgym_tools_memory.store import SearchHit
+
+if TYPE_CHECKING:
+    from rgym_tools_memory.store import SearchHit
+
+# numpy, faiss and the embedder load when an episode opens its memory, not when
+# rgym registers the tools (every command does that).
 
 MAX_K = 50
 #: Characters of one memory shown by memory_read before it is cut.
@@ -21,12 +24,11 @@ class _MemoryTool(Tool):
     default = False
 
     def start(self, ctx: ToolContext) -> None:
-        try:
-            open_session(ctx)
-        except (ValueError, MemoryPersistenceError) as exc:
-            raise ToolError(str(exc)) from exc
+        _session(ctx)
 
     def stop(self, ctx: ToolContext) -> None:
+        from rgym_tools_memory.session import close_session
+
         close_session(ctx)
 
     def status(self, ctx: ToolContext) -> dict[str, Any]:
@@ -37,7 +39,10 @@ class _MemoryTool(Tool):
         raise NotImplementedError
 
 
-def _session(ctx: ToolContext):  # type: ignore[no-untyped-def]
+def _session(ctx: ToolContext) -> Any:
+    from rgym_tools_memory.persistence import MemoryPersistenceError
+    from rgym_tools_memory.session import open_session
+
     try:
         return open_session(ctx)
     except (ValueError, MemoryPersistenceError) as exc:

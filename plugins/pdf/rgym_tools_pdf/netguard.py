@@ -27,7 +27,7 @@ def _private_address(host: str, port: int) -> str | None:
     except (OSError, UnicodeError):
         return None  # let the request fail with a connection error
     for info in infos:
-        addr = ipaddress.ip_address(info[4][0].split("%", 1)[0])
+        addr = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
         if (addr.is_private or addr.is_loopback or addr.is_link_local or addr.is_reserved
                 or addr.is_multicast or addr.is_unspecified):
             return str(addr)

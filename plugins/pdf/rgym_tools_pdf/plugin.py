@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rgym_core.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from rgym_core.tools import Tool
 
 
 @hookimpl
-def rgym_register_tools():  # type: ignore[no-untyped-def]
+def rgym_register_tools() -> list[Tool]:
     from rgym_tools_pdf.tool import ReadPdfTool
 
     return [ReadPdfTool()]
