@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rgym_core.agent_process import ISOLATION_MODES, isolated_agent
-from rgym_core.agent_process import confine
+from rgym_core.agent_process import ISOLATION_MODES, confine, isolated_agent
 from rgym_core.agent_process.host import AgentProcessError, ModelGateway, ProcessAgent
 from rgym_core.agent_process.protocol import (
     Channel,

@@ -27,8 +27,14 @@ from typing import Any
 
 from attrs import define, field
 
-from rgym_core.agents import AgentConfig, AgentFormatError, BudgetExceeded, EpisodeStatus, TaskContext
 from rgym_core.agent_process.protocol import PROTOCOL_VERSION, decode, encode, error_payload
+from rgym_core.agents import (
+    AgentConfig,
+    AgentFormatError,
+    BudgetExceeded,
+    EpisodeStatus,
+    TaskContext,
+)
 from rgym_core.models import ModelCheckError, ModelResponse, ToolCall
 from rgym_core.records import Action, Observation, Usage
 from rgym_core.serialization import structure, unstructure
@@ -112,7 +118,7 @@ def _remote_error(error: dict[str, Any]) -> BaseException:
                     continue
                 if kwargs and error.get("status") is not None:
                     try:
-                        exc.status = error["status"]
+                        setattr(exc, "status", error["status"])  # noqa: B010 - unknown class
                     except AttributeError:
                         pass
                 return exc
@@ -173,9 +179,9 @@ def install_model_proxy(link: _Link) -> None:
                                 result.get("provider"), result.get("price"))
 
     create_model_client.__doc__ = models.create_model_client.__doc__
-    models.create_model_client = create_model_client  # type: ignore[assignment]
+    models.create_model_client = create_model_client
     if hasattr(rgym_core, "create_model_client"):
-        rgym_core.create_model_client = create_model_client  # type: ignore[attr-defined]
+        setattr(rgym_core, "create_model_client", create_model_client)  # noqa: B010
 
 
 @define

@@ -40,7 +40,14 @@ from typing import Any
 
 from attrs import define, field
 
-from rgym_core.isolation import BwrapCommand, Limits, UidLease, bwrap_problem, drop_privileges_argv, lease
+from rgym_core.isolation import (
+    BwrapCommand,
+    Limits,
+    UidLease,
+    bwrap_problem,
+    drop_privileges_argv,
+    lease,
+)
 from rgym_core.isolation.bubblewrap import SYSTEM_DIRS, interpreter_paths
 
 log = logging.getLogger(__name__)
@@ -119,7 +126,7 @@ def _inside(path: str, roots: Iterable[str]) -> bool:
 
 @functools.cache
 def _packages() -> dict[str, list[str]]:
-    return importlib.metadata.packages_distributions()
+    return dict(importlib.metadata.packages_distributions())
 
 
 def site_dirs() -> list[str]:

@@ -39,7 +39,13 @@ from rgym_core.agent_process.protocol import (
     ProtocolError,
     error_payload,
 )
-from rgym_core.agents import AgentConfig, AgentFormatError, BudgetExceeded, EpisodeStatus, TaskContext
+from rgym_core.agents import (
+    AgentConfig,
+    AgentFormatError,
+    BudgetExceeded,
+    EpisodeStatus,
+    TaskContext,
+)
 from rgym_core.records import Action, EndReason, Observation, Usage
 from rgym_core.serialization import unstructure
 from rgym_core.specs import Budget
@@ -244,7 +250,7 @@ class ModelGateway:
         try:
             response = client.complete(messages, tools=tools, max_tokens=max_tokens,
                                        temperature=temperature,
-                                       status=_PendingStatus(status, pending))  # type: ignore[arg-type]
+                                       status=_PendingStatus(status, pending))
         except BudgetExceeded as exc:
             self.refused.add(exc.kind.value)
             raise
@@ -547,8 +553,8 @@ class ProcessAgent:
             return self._remote_failure(reply, "act")
         else:  # pragma: no cover - STOP_REASONS is covered above
             exc = AgentProcessError(message)
-        exc.usage, self._pending = self._pending, Usage()  # type: ignore[attr-defined]
-        exc.llm_calls = calls  # type: ignore[attr-defined]
+        exc.usage, self._pending = self._pending, Usage()  # type: ignore[union-attr]
+        exc.llm_calls = calls  # type: ignore[union-attr]
         self.gateway.refused.clear()
         return exc
 

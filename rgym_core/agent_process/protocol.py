@@ -16,7 +16,7 @@ Runner -> scaffold (each waits for the one answer named; the scaffold may send
 ``call`` messages before it)::
 
     {"type": "init", "protocol": 1, "agent": {"name", "plugin", "distribution"},
-     "config": {"model", "base_url", "seed", "options", "task_id"}}
+     "config": {"model", "base_url", "seed", "options", "task_id"}, "budget": BUDGET}
         -> {"type": "ready"}                 the factory built the agent
     {"type": "start", "context": CONTEXT, "status": STATUS}
         -> {"type": "started"}
@@ -54,7 +54,8 @@ agents get those); ``OBSERVATION`` and ``ACTION`` are the records of
 :mod:`rgym_core.records` as plain data (the scaffold's ``usage`` is ignored: the
 runner measured it); ``STATUS`` is ``{"steps", "elapsed_s", "usage": USAGE,
 "snapshot": {...}}``, the live counters behind ``TaskContext.status``; ``RESPONSE``
-is :class:`rgym_core.models.ModelResponse` as plain data; ``REASON`` is ``cost``,
+is :class:`rgym_core.models.ModelResponse` as plain data; ``BUDGET`` is
+:class:`rgym_core.specs.Budget` as plain data; ``REASON`` is ``cost``,
 ``tokens``, ``time``, ``max_steps`` (a :class:`~rgym_core.agents.BudgetExceeded`),
 ``format_error`` (an :class:`~rgym_core.agents.AgentFormatError`) or
 ``agent_error`` (any other exception).

@@ -21,7 +21,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import textwrap
 import uuid
@@ -195,6 +194,41 @@ def test_as_a_normal_user_the_scaffold_is_contained_too(evil_env: ChildEnv, list
         kill_token(token)
         subprocess.run(["pkill", "-KILL", "-U", str(NORMAL_USER_UID)], check=False)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def docker_base_or_skip() -> str:
+    """The base image Docker episodes build on, or skip where no engine answers (CI runs one)."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure means no usable engine here
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true but the Docker engine does not answer: {exc}")
+        pytest.skip(f"no Docker engine: {exc}")
+    base = os.environ.get("RGYM_DOCKER_BASE")
+    if base:
+        return base
+    try:
+        client.images.get("rgym-local-base:latest")
+    except Exception:  # noqa: BLE001
+        pytest.skip("set RGYM_DOCKER_BASE (bash .ci/docker-setup.sh builds rgym-local-base:latest)")
+    return "rgym-local-base:latest"
+
+
+def test_with_the_docker_sandbox_the_scaffold_is_contained_too(evil_env: ChildEnv, tmp_path: Path,
+                                                               listener: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent process is the runner's business, whatever sandbox runs the actions."""
+    monkeypatch.setenv("RGYM_DOCKER_BASE", docker_base_or_skip())
+    token = uuid.uuid4().hex
+    try:
+        result, records = evil_run(evil_env, tmp_path / "runs", "--agent-isolation", "process",
+                                   "--sandbox", "docker", token=token, probe=listener)
+        assert result["sandbox"] == "docker/docker", result["sandbox"]
+        assert_contained(result, records, token)
+    finally:
+        kill_token(token)
 
 
 def test_a_crashing_scaffold_ends_as_an_agent_error_and_is_graded(evil_env: ChildEnv, tmp_path: Path) -> None:
