@@ -242,7 +242,8 @@ def _worker_env() -> dict[str, str]:
 @contextlib.contextmanager
 def host_config(*, eval_root: Path, work_parent: Path, entry: str, kind: str, seed: int | None,
                 env: Mapping[str, str], timeout: float, confinement: Confinement,
-                grader_uid: int | None, worker_uid: int | None, nonce: str):  # type: ignore[no-untyped-def]
+                grader_uid: int | None, worker_uid: int | None,
+                nonce: str) -> Iterator[tuple[dict[str, Any], list[int]]]:
     """The supervisor's configuration for a grading on this machine, and the
     descriptors it must inherit (bubblewrap's data files), open for the block."""
     bwrap = confinement.bwrap

@@ -217,9 +217,9 @@ class Grader:
         subtasks = {}
         for sub_id, sub_scores in (data.get("subtasks") or {}).items():
             subtasks[str(sub_id)], _ = _numbers(sub_scores)
-        details = data.get("details") if isinstance(data.get("details"), dict) else {}
+        extra: dict[str, Any] = data["details"] if isinstance(data.get("details"), dict) else {}
         return _score_record(step=step, kind=kind, valid=True, scores=scores, subtasks=subtasks,
-                             details=details, duration_s=round(time.monotonic() - started, 4),
+                             details=extra, duration_s=round(time.monotonic() - started, 4),
                              confined=confined)
 
     def _record(self, step: int, kind: str, started: float, *, error: str,
