@@ -115,6 +115,9 @@ class AnthropicClient(ChatClient):
     def _endpoint(self) -> str:
         return f"{self.base_url}/v1/messages"
 
+    def _models_url(self) -> str:
+        return f"{self.base_url}/v1/models"
+
     def _headers(self) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION, "Accept": "application/json"}
         if self._key:

@@ -189,10 +189,49 @@ class ChatClient:
     def _parse_stream(self, lines: Iterable[str]) -> ModelResponse:
         raise NotImplementedError
 
+    def _models_url(self) -> str:
+        """The provider's model list (``GET``): the cheapest request that proves the
+        server answers and accepts the key."""
+        return f"{self.base_url}/models"
+
     # -- public -------------------------------------------------------------------
     @property
     def price(self) -> Price | None:
         return self.prices.lookup(self.model)
+
+    def check(self, requirements: Any) -> None:
+        """Check, before an episode starts, that this client can serve it
+        (:class:`rgym_core.models.ModelRequirements`): a cost limit needs a price,
+        and with ``probe`` one ``GET`` of the model list must reach the server and
+        not be refused for the key.  Raises
+        :class:`~rgym_core.models.ModelCheckError` with the fix."""
+        from rgym_core.models import ModelCheckError
+
+        name = f"{self.provider}/{self.model}"
+        limit = getattr(requirements, "cost_limit_usd", None)
+        if limit is not None and self.price is None:
+            raise ModelCheckError(
+                f"{name}: no price for this model, so the ${limit:g} cost limit cannot be enforced; "
+                f"add it to a prices file (YAML: '{self.model}: {{input: USD/Mtok, output: USD/Mtok}}', "
+                "0 for a free local model) and set RGYM_PRICES=PATH, or drop --cost-limit")
+        if not getattr(requirements, "probe", True):
+            return
+        url = self._models_url()
+        timeout = float(getattr(requirements, "timeout_s", 5.0))
+        try:
+            response = self._http.get(url, headers=self._headers(), timeout=timeout)
+        except httpx.TimeoutException:
+            raise ModelCheckError(f"{name}: the model server at {self.base_url} did not answer within "
+                                  f"{timeout:g} s; check that it is up, or fix --base-url") from None
+        except httpx.HTTPError as exc:
+            reason = type(exc).__name__ if not str(exc) else str(exc)
+            raise ModelCheckError(f"{name}: cannot reach the model server at {self.base_url} ({reason}); "
+                                  "start the server or fix --base-url") from None
+        if response.status_code in (401, 403):
+            keys = self.options.api_key_env or " or ".join(self.key_envs) or "the provider's key"
+            raise ModelCheckError(f"{name}: the server at {self.base_url} refused the API key "
+                                  f"(HTTP {response.status_code}: {_error_message(response.text)}); "
+                                  f"check {keys} (environment or .env)")
 
     def estimate_cost(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                       max_tokens: int) -> tuple[float, int]:
