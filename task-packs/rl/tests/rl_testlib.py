@@ -62,10 +62,10 @@ def tiny_checkpoints(task_env: str, count: int = 5, network: dict[str, Any] | No
     return out
 
 
-def submission(env_name: str, **kwargs: Any) -> dict[str, Any]:
+def submission(task_env: str, **kwargs: Any) -> dict[str, Any]:
     """A complete submission: tiny config.yaml and five tiny checkpoints."""
-    return {"config.yaml": config_text(env_name, kwargs.get("network"), kwargs.get("env_name")),
-            **tiny_checkpoints(env_name, **kwargs)}
+    return {"config.yaml": config_text(task_env, kwargs.get("network"), kwargs.get("env_name")),
+            **tiny_checkpoints(task_env, **kwargs)}
 
 
 def small_task(env_name: str, envs: int = 4, time_limit_s: float | None = None) -> TaskSpec:
