@@ -53,7 +53,9 @@ def matches(declared: str, wanted: str) -> bool:
         return True
     if declared.startswith(COMMAND_PREFIX) or wanted.startswith(COMMAND_PREFIX):
         return False
-    return declared.split("/", 1)[-1] == wanted.split("/", 1)[-1] and "/" not in wanted
+    namespace, _, short = declared.partition("/")
+    # A short name (`blotto`), or a pack's namespace (`--tool literature`).
+    return "/" not in wanted and wanted in (short, namespace)
 
 
 def installed() -> list[Provided]:

@@ -158,3 +158,66 @@ def test_pip_installed_plugin_with_argument_subsets_and_wrappers(tmp_path_factor
     tools = [e["tool"] for e in events if e["event"] == "step"]
     assert tools and tools[-1] == "submit"
     assert [e["event"] for e in events[-2:]] == ["end-before", "end-after"]
+
+
+# --------------------------------------------------------------------------- the core knows no pack
+
+
+def test_core_code_names_no_pack() -> None:
+    """No pack's distribution or package name appears in rgym_core's code (docstrings and
+    comments may use them as examples): hints come from what packs declare."""
+    import ast
+    import tomllib
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    names: set[str] = set()
+    for pyproject in [*repo.glob("plugins/*/pyproject.toml"), *repo.glob("agents/*/pyproject.toml"),
+                      *repo.glob("task-packs/*/pyproject.toml")]:
+        project = tomllib.loads(pyproject.read_text()).get("project", {})
+        names.add(project["name"])
+        names.update(str(m).split(".")[0] for m in project.get("entry-points", {}).get("rgym", {}).values())
+    assert "rgym-llm" in names and "rgym_tools_pdf" in names
+    found = []
+    for source in (repo / "rgym_core").rglob("*.py"):
+        tree = ast.parse(source.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                found += [f"{source.relative_to(repo)}:{node.lineno}: {n}" for n in names if n in node.value]
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                found += [f"{source.relative_to(repo)}:{node.lineno}: imports {m}" for m in modules
+                          if m.split(".")[0] in names]
+    assert not found, "rgym_core names packs:\n" + "\n".join(found)
+
+
+def test_install_hints_come_from_declarations(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pack folder (not installed) that declares what it provides is named, with the folder to
+    install, for its tasks, its tool namespace and its CLI commands."""
+    from pathlib import Path
+
+    from rgym_core.testing import run_cli
+
+    folder = Path(str(tmp_path)) / "packs" / "frob"
+    folder.mkdir(parents=True)
+    (folder / "pyproject.toml").write_text(
+        '[project]\nname = "rgym-frob"\nversion = "1"\n'
+        '[project.entry-points.rgym]\nfrob = "rgym_frob.plugin"\n'
+        '[project.entry-points."rgym.provides"]\n'
+        '"frob/big-task" = "rgym_frob.plugin"\n"frob/frob_tool" = "rgym_frob.plugin"\n'
+        '"rgym frobnicate" = "rgym_frob.plugin"\n')
+    env = {"RGYM_PACK_PATH": str(folder.parent)}
+    task = run_cli("show", "big-task", env=env)
+    assert task.returncode == 2 and "it comes with the rgym-frob pack: pip install" in task.stderr
+    assert str(folder) in task.stderr
+    tool = run_cli("run", "rgym/demo", "--tool", "frob", "--runs-dir", str(Path(str(tmp_path)) / "r"), env=env)
+    assert tool.returncode == 2 and "rgym-frob" in tool.stderr
+    command = run_cli("frobnicate", env=env)
+    assert command.returncode == 2 and "no command 'frobnicate'; it comes with the rgym-frob pack" in \
+        command.stderr
+    plain = run_cli("frobnicate")
+    assert plain.returncode == 2 and "rgym-frob" not in plain.stderr
