@@ -25,6 +25,7 @@ import pytest
 from conftest import REPO
 
 from rgym_core.rundir import RunDir, iter_run_dirs
+from rgym_core.testing.venvs import clean_env
 
 PYPROJECT = """\
 [build-system]
@@ -170,7 +171,8 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     site = root / "site"
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
                            "--no-build-isolation", "--no-index", "--target", str(site),
-                           str(root / "src")], capture_output=True, text=True, timeout=300)
+                           str(root / "src")], capture_output=True, text=True, timeout=300,
+                          env=clean_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {"site": site, "gate": gate, "log": root / "observer.log"}
 
