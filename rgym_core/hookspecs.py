@@ -157,6 +157,9 @@ def rgym_episode_end(episode: EpisodeInfo, result: EpisodeResult) -> None:
     """Called once the episode ended and was graded, with its final result.
 
     Also called for cancelled and crashed episodes, before the process exits.
+    ``result.json`` is already written; what an implementation puts under
+    ``result.extras[<its name>]`` (a summary, e.g. integrity findings) is written
+    to it too.  Run directories are read with :mod:`rgym_core.rundir`.
     """
 
 
