@@ -65,9 +65,11 @@ class Metric:
     primary: bool = False
     description: str = ""
 
-    def better(self, a: float, b: float) -> bool:
-        """True when ``a`` is strictly better than ``b``."""
-        return a > b if self.direction == "maximize" else a < b
+    def better(self, a: float | None, b: float | None) -> bool:
+        """True when ``a`` is strictly better than ``b`` (see :func:`rgym_core.direction.better`)."""
+        from rgym_core.direction import better
+
+        return better(a, b, self.direction)
 
 
 @define(frozen=True)
@@ -399,10 +401,9 @@ class PreparedDataset:
     private: Path | None = None
 
 
-def is_better(value: float, other: float | None, direction: Direction) -> bool:
-    """True when ``value`` beats ``other`` (``None`` and NaN always lose)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return False
-    if other is None or (isinstance(other, float) and math.isnan(other)):
-        return True
-    return value > other if direction == "maximize" else value < other
+def is_better(value: float | None, other: float | None, direction: Direction) -> bool:
+    """True when ``value`` beats ``other`` (``None`` and NaN always lose); the same as
+    :func:`rgym_core.direction.better`."""
+    from rgym_core.direction import better
+
+    return better(value, other, direction)

@@ -128,6 +128,6 @@ def run_cmd(ctx: click.Context, task: str, tools: tuple[str, ...], agent_options
         click.echo(json.dumps(unstructure(result), indent=2, default=str))
     else:
         progress.summary(result, registry.task(result.task_id))
-    if result.status.value == "cancelled":
+    if result.status.value in ("cancelled", "ungraded"):  # a signal stopped the run or its grading
         sys.exit(EXIT_CANCELLED)
     sys.exit(EXIT_OK if result.final_scores is not None else EXIT_FAILED)
