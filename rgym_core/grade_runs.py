@@ -261,7 +261,10 @@ def finish_run(path: Path | str, registry: Registry | None = None, *,
             return FinishOutcome(run.path, "finished", result.error, result)
         record = _grade_archive(run, result, kind, registry)
         writer.score(record)
-        result.scores = [*result.scores, record]
+        earlier = list(result.scores)
+        if earlier and earlier[-1].kind in ("submit", "autosubmit"):
+            earlier.pop()  # a regrade replaces the final grading instead of adding an attempt
+        result.scores = [*earlier, record]
         result.status, result.error = final_status(record, end_reason)
         result.final_scores = dict(record.scores) if record.valid else None
         result.extras["rgym_grade"] = {"at": time.time(), "graded": True, "kind": kind,

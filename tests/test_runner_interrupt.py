@@ -18,6 +18,7 @@ from conftest import REPO, run_cli
 from rich.console import Console
 
 from rgym_core.agents import EpisodeStatus
+from rgym_core.grade_runs import finish_run
 from rgym_core.progress import EpisodeProgress
 from rgym_core.records import Action
 from rgym_core.registry import load_registry
@@ -90,6 +91,9 @@ def test_sigkilled_run_is_listed_incomplete_and_finished_by_rgym_grade(tmp_path:
     assert result.steps == 1 and result.final_scores is not None
     assert result.final_scores["r2"] > 0.8  # baseline.py ran before the kill
     assert killed.archive_path.is_file()
+    kinds = [s.kind for s in result.scores]
+    again = finish_run(killed.path, load_registry(), regrade=True)  # `rgym grade --regrade`
+    assert again.action == "graded" and [s.kind for s in killed.result().scores] == kinds
     scored = score_runs([runs])
     assert scored.pending == []
     summary = {s.solver: s for s in scored.summaries}["scripted"]
