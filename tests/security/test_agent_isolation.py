@@ -39,16 +39,79 @@ NORMAL_USER_UID = 61979  # inside the core's uid pool range, but the test gives 
 DEMO_BASELINE_R2 = 0.8720872187853115
 
 
+DEMO_COPY_PLUGIN = """
+from pathlib import Path
+from rgym_core import hookimpl, load_dataset, load_tasks
+
+HERE = Path(__file__).parent
+
+
+@hookimpl
+def rgym_register_tasks():
+    return load_tasks(HERE / "tasks")
+
+
+@hookimpl
+def rgym_register_datasets():
+    return [load_dataset(HERE / "datasets" / "points.yaml")]
+"""
+
+
+def write_demo_copy(dest: Path) -> Path:
+    """The demo task as a third-party pack, ``democopy/demo`` (``rgym-task-democopy``),
+    to install with pip (not editable: its files land in site-packages).  A normal user's
+    episode needs a grader no root run has closed (root runs make ``grader/`` 0700)."""
+    import rgym_core
+
+    demo = Path(rgym_core.__file__).parent / "demo"
+    package = dest / "rgym_task_democopy"
+    shutil.copytree(demo / "tasks" / "demo" / "starter", package / "tasks" / "demo" / "starter")
+    (package / "tasks" / "demo" / "grader").mkdir(parents=True)
+    grader = demo / "tasks" / "demo" / "grader"
+    for name in ("evaluate.py", "answers.csv"):  # readable here: the test runs as root
+        shutil.copy(grader / name, package / "tasks" / "demo" / "grader" / name)
+    shutil.copytree(demo / "datasets", package / "datasets")
+    task = (demo / "tasks" / "demo" / "task.yaml").read_text()
+    task = task.replace("rgym/demo-points", "democopy/points").replace("id: rgym/demo", "id: democopy/demo")
+    (package / "tasks" / "demo" / "task.yaml").write_text(task)
+    points = package / "datasets" / "points.yaml"
+    points.write_text(points.read_text().replace("rgym/demo-points", "democopy/points"))
+    (package / "__init__.py").write_text("")
+    (package / "plugin.py").write_text(DEMO_COPY_PLUGIN)
+    (dest / "pyproject.toml").write_text(textwrap.dedent("""\
+        [build-system]
+        requires = ["setuptools>=68", "wheel"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "rgym-task-democopy"
+        version = "0.1.0"
+        dependencies = ["rgym-core>=0.1"]
+
+        [project.entry-points.rgym]
+        democopy = "rgym_task_democopy.plugin"
+
+        [tool.setuptools.packages.find]
+        include = ["rgym_task_democopy*"]
+
+        [tool.setuptools.package-data]
+        "*" = ["**/*"]
+        """))
+    return dest
+
+
 @pytest.fixture(scope="module")
 def evil_env() -> Iterator[ChildEnv]:
-    """A virtual environment holding ``rgym-agent-evil``, readable by every user
-    (outside /tmp's per-test folders, which are private to root)."""
+    """A virtual environment holding ``rgym-agent-evil`` and ``rgym-task-democopy``,
+    readable by every user (outside /tmp's per-test folders, which are private to root)."""
     base = Path(tempfile.mkdtemp(prefix="rgym-evil-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
     base.chmod(0o755)
     try:
         shutil.copytree(EVIL, base / "src", ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        write_demo_copy(base / "democopy")
         env = ChildEnv.create(base / "venv")
-        env.pip("install", "--no-deps", "--no-build-isolation", "--no-index", str(base / "src"))
+        env.pip("install", "--no-deps", "--no-build-isolation", "--no-index", str(base / "src"),
+                str(base / "democopy"))
         yield env
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -86,7 +149,7 @@ def kill_token(token: str) -> None:
             pass
 
 
-def evil_run(env: ChildEnv, runs: Path, *extra: str, token: str, probe: str,
+def evil_run(env: ChildEnv, runs: Path, *extra: str, token: str, probe: str, task: str = "rgym/demo",
              as_uid: int | None = None, home: Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``rgym run rgym/demo --agent evil`` as a user would, in the evil environment."""
     runs.mkdir(parents=True, exist_ok=True)
@@ -105,13 +168,14 @@ def evil_run(env: ChildEnv, runs: Path, *extra: str, token: str, probe: str,
             os.setresuid(as_uid, as_uid, as_uid)
 
     done = subprocess.run(
-        [str(env.python), "-m", "rgym_core.cli", "run", "rgym/demo", "--agent", "evil",
+        [str(env.python), "-m", "rgym_core.cli", "run", task, "--agent", "evil",
          "--agent-option", f"token={token}", "--agent-option", f"probe={probe}",
          "--runs-dir", str(runs), "--json", *extra],
         capture_output=True, text=True, env=environment, cwd=str(home or runs), timeout=240,
         preexec_fn=preexec)
     assert done.stdout.strip(), done.stderr[-3000:]
     result = json.loads(done.stdout)
+    assert result.get("run_dir"), (result, done.stderr[-3000:])
     run_dir = Path(result["run_dir"])
     records = [json.loads(line) for line in (run_dir / "trajectory.jsonl").read_text().splitlines()]
     return result, records
@@ -134,6 +198,8 @@ def test_in_process_the_scaffold_is_trusted_code_and_forges_its_score(evil_env: 
         assert found["answers_registry"]["ok"].startswith("id,y")
         assert found["answers_path"]["ok"].startswith("id,y")
         assert "answers.csv" in found["grader_files"]["ok"]
+        assert any(f.endswith("rgym_task_democopy/tasks/demo/grader/answers.csv")
+                   for f in found["installed_grader_files"]["ok"])
         assert found["api_key"] == KEY
         assert found["network"] == {"ok": "connected"}
         assert "ok" in found["run_dir"]
@@ -149,6 +215,7 @@ def assert_contained(result: dict[str, Any], records: list[dict[str, Any]], toke
     assert found["patched"] == {"ok": True}  # it patched its own copy, which grades nothing
     assert "error" in found["answers_registry"] and "error" in found["answers_path"]
     assert "error" in found["grader_files"]
+    assert found["installed_grader_files"] == {"ok": []}  # a pip-installed pack's too
     assert found["api_key"] is None
     assert found["runner_pids"] == [] and found["signal"] == []
     assert "error" in found["runner_environ"]
@@ -186,9 +253,11 @@ def test_as_a_normal_user_the_scaffold_is_contained_too(evil_env: ChildEnv, list
     os.chown(home, NORMAL_USER_UID, NORMAL_USER_UID)
     home.chmod(0o700)
     try:
+        # the pip-installed copy of the demo: its hidden files sit in site-packages
         result, records = evil_run(evil_env, home / "runs", "--agent-isolation", "process", token=token,
-                                   probe=listener, as_uid=NORMAL_USER_UID, home=home)
+                                   probe=listener, task="democopy/demo", as_uid=NORMAL_USER_UID, home=home)
         found = assert_contained(result, records, token)
+        assert "unknown task 'democopy/demo'" in found["answers_registry"]["error"]
         assert found["uid"] != NORMAL_USER_UID or found["pid"] < 10  # its own pid namespace
     finally:
         kill_token(token)
@@ -266,7 +335,7 @@ for behaviour, limit in BEHAVIOURS:
     context = TaskContext(task_id="t/t", description="d", budget=budget, status=status,
                           tools=[ToolSchema(name="submit", description="submit")])
     started = time.monotonic()
-    entry = out[behaviour] = {}
+    entry = out[behaviour if limit is None else behaviour + "-timed"] = {}
     agent = None
     try:
         agent = ProcessAgent(reg, AgentConfig(options={"behaviour": behaviour}, task_id="t/t",
@@ -296,16 +365,13 @@ def test_broken_scaffolds_end_as_clear_agent_errors(evil_env: ChildEnv) -> None:
     behaviours = [("crash", None), ("exit", None), ("start_crash", None), ("hang", None),
                   ("hang", 1.0), ("garbage", None), ("flood", None), ("bad_action", None),
                   ("lie_budget", None), ("models", None)]
-    script = HOSTILE_SCRIPT.replace("BEHAVIOURS", repr([b for b in behaviours if b != ("hang", 1.0)]))
-    timed = HOSTILE_SCRIPT.replace("BEHAVIOURS", repr([("hang", 1.0)]))
+    script = HOSTILE_SCRIPT.replace("BEHAVIOURS", repr(behaviours))
     env = {**clean_env(), "RGYM_AGENT_MAX_MESSAGE_BYTES": str(1 << 20)}
-    outs = {}
-    for code in (script, timed):
-        done = evil_env.run("-c", textwrap.dedent(code), env=env, timeout=240)
-        line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
-        assert line is not None, done.stdout[-2000:] + done.stderr[-3000:]
-        outs[code is timed] = json.loads(line[7:])
-    out, time_limited = outs[False], outs[True]["hang"]
+    done = evil_env.run("-c", textwrap.dedent(script), env=env, timeout=240)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line is not None, done.stdout[-2000:] + done.stderr[-3000:]
+    out = json.loads(line[7:])
+    time_limited = out["hang-timed"]
 
     def error(name: str) -> str:
         entry = out[name]

@@ -28,7 +28,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rgym_core import Action, AgentConfig, AgentSpec, BudgetExceeded, Observation, TaskContext, hookimpl
+from rgym_core import (
+    Action,
+    AgentConfig,
+    AgentSpec,
+    BudgetExceeded,
+    Observation,
+    TaskContext,
+    hookimpl,
+)
 
 
 def _try(fn: Any) -> Any:
@@ -57,6 +65,20 @@ def _grader_files() -> list[str]:
 
     folder = Path(rgym_core.__file__).parent / "demo" / "tasks" / "demo" / "grader"
     return sorted(p.name for p in folder.iterdir())
+
+
+def _installed_grader_files() -> list[str]:
+    """Grader files of every task pack installed in a site folder (``*/tasks/*/grader/*``)."""
+    found = []
+    for entry in sys.path:
+        if entry.endswith(("site-packages", "dist-packages")) and os.path.isdir(entry):
+            for path in Path(entry).glob("*/tasks/*/grader/*"):
+                try:
+                    path.read_bytes()
+                    found.append(str(path))
+                except OSError:
+                    continue
+    return found
 
 
 def _patch_grader() -> bool:
@@ -167,6 +189,7 @@ class EvilAgent:
             "answers_registry": _try(lambda: _answers_via_registry(context.task_id)),
             "answers_path": _try(_answers_via_path),
             "grader_files": _try(_grader_files),
+            "installed_grader_files": _try(_installed_grader_files),
             "patched": _try(_patch_grader),
             "api_key": os.environ.get("OPENAI_API_KEY"),
             "runner_pids": runners,
