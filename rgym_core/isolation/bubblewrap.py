@@ -178,6 +178,10 @@ class BwrapCommand:
     #: Mount ``/proc`` (of the new pid namespace) and a minimal ``/dev``.
     proc: bool = True
     dev: bool = True
+    #: Normal user only: forbid nested user namespaces inside the sandbox (bwrap
+    #: then nests its own, which other processes cannot ``nsenter`` into: turn it
+    #: off for sandboxes that are joined later).
+    disable_userns: bool = True
     #: An fd (passed to bwrap) on which it writes ``{"child-pid": N, ...}`` once the
     #: sandbox runs: N is the host pid of the namespace's first process.
     info_fd: int | None = None
@@ -215,6 +219,26 @@ class BwrapCommand:
     def dir(self, dest: str, *, mode: int = 0o755) -> BwrapCommand:
         """An empty folder at ``dest`` (on the sandbox's root tmpfs)."""
         self.mounts.append(_Mount("--dir", (dest,), perms=mode))
+        return self
+
+    def dev_bind(self, src: str | Path, dest: str | None = None) -> BwrapCommand:
+        """Show host ``src`` (a device node) at ``dest``, usable as a device."""
+        self.mounts.append(_Mount("--dev-bind", (str(src), dest or str(src))))
+        return self
+
+    def minimal_dev(self) -> BwrapCommand:
+        """A ``/dev`` built from mounts (use with ``dev=False``): a tmpfs holding
+        ``null``, ``zero``, ``full``, ``random``, ``urandom`` and ``tty`` from the
+        host and the ``fd``/``stdin``/``stdout``/``stderr`` links; no terminals.
+        Unlike bwrap's ``--dev``, it leaves a normal user's sandbox joinable with
+        ``nsenter`` (``--dev`` nests a second user namespace)."""
+        self.tmpfs("/dev", mode=0o755)
+        for name in ("null", "zero", "full", "random", "urandom", "tty"):
+            if os.path.exists(f"/dev/{name}"):
+                self.dev_bind(f"/dev/{name}")
+        self.symlink("/proc/self/fd", "/dev/fd")
+        for number, name in enumerate(("stdin", "stdout", "stderr")):
+            self.symlink(f"/proc/self/fd/{number}", f"/dev/{name}")
         return self
 
     def symlink(self, target: str, dest: str) -> BwrapCommand:
@@ -273,7 +297,9 @@ class BwrapCommand:
         if not self.network:
             opts.append("--unshare-net")
         if not self.privileged:
-            opts += ["--unshare-user", "--disable-userns"]
+            opts.append("--unshare-user")
+            if self.disable_userns:
+                opts.append("--disable-userns")
             if self.uid is not None:
                 opts += ["--uid", str(self.uid)]
             if self.gid is not None:

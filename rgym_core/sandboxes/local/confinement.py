@@ -44,6 +44,7 @@ from rgym_core.isolation.bubblewrap import drop_privileges_argv
 from rgym_core.isolation.users import kill_uid_processes, uid_processes
 from rgym_core.sandbox import SandboxConfig, SandboxError
 from rgym_core.sandboxes.local import procs
+from rgym_core.sandboxes.local.inotify import Inotify
 
 log = logging.getLogger("rgym_core.sandboxes.local")
 
@@ -87,6 +88,13 @@ while True:
 """
 
 _WARNED: set[str] = set()
+
+
+def _ns_id(pid: int, name: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/{name}")
+    except OSError:
+        return None
 
 
 def _json_or_none(data: bytes) -> Any:
@@ -144,10 +152,12 @@ class Confinement:
         self.host_root: Path | None = None
         self.host_workspace: Path | None = None
         self.host_status: Path | None = None
+        self.status_watch: Inotify | None = None
         self.host_shell: str | None = None
         self.keeper: subprocess.Popen[bytes] | None = None
         self.keeper_pid: int | None = None
         self.pid_ns: int | None = None
+        self._ns_flags: list[str] = []
         self._control_fd: int | None = None
         self._errors: Any = None
         self.network = bool(config.network_enabled)
@@ -241,7 +251,9 @@ class Confinement:
         else:
             status = host_root / "status"
             status.mkdir()
-        # Writable by the agent (it creates its report there) but not listable.
+        # Watched from now on (watching needs read permission, which goes next), then
+        # writable by the agent (it creates its report there) but not listable.
+        self.status_watch = Inotify(str(status))
         os.chmod(status, 0o1333)
         self.host_status = status
         if self.mode == MODE_NONE:
@@ -273,8 +285,12 @@ class Confinement:
         info_r, info_w = os.pipe()
         control_r, control_w = os.pipe()
         ready_r, ready_w = os.pipe()
+        # Agent processes join the sandbox with nsenter: no nested user namespace
+        # (bwrap nests one for --disable-userns and for --dev).
         cmd = BwrapCommand(uid=self.uid, gid=self.gid, network=self.network, env=dict(env),
-                           chdir=SANDBOX_WORKSPACE, as_pid_1=True, info_fd=info_w)
+                           chdir=SANDBOX_WORKSPACE, as_pid_1=True, info_fd=info_w,
+                           disable_userns=False, dev=False)
+        cmd.minimal_dev()
         for folder in ("/tmp", "/var/tmp", "/dev/shm"):  # first: a venv under /tmp stays visible
             cmd.tmpfs(folder, size_bytes=size)
         cmd.system()
@@ -284,6 +300,7 @@ class Confinement:
         cmd.dir(RGYM_DIR, mode=0o755)
         cmd.bind(self.host_status, f"{RGYM_DIR}/status")
         cmd.ro_bind(self.host_shell, f"{RGYM_DIR}/bash")
+        cmd.remount_ro("/dev")
         cmd.remount_ro("/")
         keeper = [*self.limits.prlimit_argv(), sys.executable, "-I", "-S", "-c", KEEPER,
                   str(control_r), str(ready_w)]
@@ -310,6 +327,12 @@ class Confinement:
             os.close(ready_r)
         self.keeper_pid = int(info["child-pid"])
         self.pid_ns = info.get("pid-namespace")
+        # Join the namespaces the sandbox has of its own (not the shared network, nor a
+        # cgroup namespace bwrap could not create).
+        flags = {"mnt": "-m", "pid": "-p", "net": "-n", "ipc": "-i", "uts": "-u",
+                 "cgroup": "-C"}
+        self._ns_flags = [flag for name, flag in flags.items()
+                          if _ns_id(self.keeper_pid, name) != _ns_id(os.getpid(), name)]
 
     def _read_until(self, fd: int, complete: Any) -> bytes:
         """Read ``fd`` until ``complete(data)`` holds; a clear error if the sandbox
@@ -359,13 +382,16 @@ class Confinement:
             assert self.keeper_pid is not None
             setpriv = shutil.which("setpriv") or "setpriv"
             nsenter = shutil.which("nsenter") or "nsenter"
-            enter = [nsenter, "-t", str(self.keeper_pid), "-m", "-p", "-n", "-i", "-u", "-C",
-                     "-r", "-w"]
+            enter = [nsenter, "-t", str(self.keeper_pid), *self._ns_flags, "-r", "-w"]
             if self.root_user:
-                enter += ["-S", str(self.uid), "-G", str(self.gid)]
+                enter += ["-S", str(self.uid), "-G", str(self.gid), "--"]
             else:
-                enter += ["-U", "--preserve-credentials"]
-            return [*limits, setpriv, "--no-new-privs", "--", *enter, "--", *inner]
+                # Joining its own user namespace gives nsenter every capability there
+                # until it execs: let env, a fixed program, be that exec, so the command
+                # (the shell: made non-dumpable by its unreadable file) starts without any.
+                enter += ["-U", "--preserve-credentials", "--", shutil.which("env") or "env",
+                          "--"]
+            return [*limits, setpriv, "--no-new-privs", "--", *enter, *inner]
         if self.mode == MODE_UID:
             return [*limits, *drop_privileges_argv(self.uid, self.gid), *inner]
         return [*limits, *inner]
@@ -438,6 +464,9 @@ class Confinement:
     def close(self) -> None:
         """Release the uid (as root this also sweeps its leftovers in the shared
         temporary folders), remove the status folder and close the control files."""
+        if self.status_watch is not None:
+            self.status_watch.close()
+            self.status_watch = None
         if self.host_status is not None and self.host_root is not None \
                 and not self.host_status.is_relative_to(self.host_root):
             shutil.rmtree(self.host_status, ignore_errors=True)

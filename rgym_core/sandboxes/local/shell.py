@@ -43,7 +43,6 @@ import time
 from rgym_core.sandbox import TIMEOUT_EXIT_CODE, ExecResult, SandboxError
 from rgym_core.sandboxes.local import procs
 from rgym_core.sandboxes.local.confinement import MODE_NONE, Confinement
-from rgym_core.sandboxes.local.inotify import Inotify
 from rgym_core.sandboxes.output import OutputCollector
 
 log = logging.getLogger("rgym_core.sandboxes.local")
@@ -82,7 +81,8 @@ class ShellSession:
         self.sessions: set[int] = set()
         assert confinement.host_status is not None
         self.host_status = str(confinement.host_status)
-        self.watch = Inotify(self.host_status)
+        assert confinement.status_watch is not None
+        self.watch = confinement.status_watch
         self._poll: select.poll | None = None
         self._finished: dict[str, int] = {}
         self._tamper: list[str] = []
@@ -154,7 +154,6 @@ class ShellSession:
 
     def close(self) -> None:
         self._close_shell()
-        self.watch.close()
 
     def restart(self, why: str) -> str:
         self._close_shell()
