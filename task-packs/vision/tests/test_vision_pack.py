@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PACK, TASKS
+from vision_testlib import PACK, TASKS
 
 from rgym_core.packs import load_task
 from rgym_core.testing import run_cli

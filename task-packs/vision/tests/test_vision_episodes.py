@@ -14,12 +14,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FASHION_SYSTEM, TASKS, subprocess_env
+from rgym_task_vision import fixtures
+from rgym_task_vision.fixtures import FIXTURE_NAMESPACE
+from vision_testlib import FASHION_SYSTEM, TASKS, subprocess_env
 
 from rgym_core.packs import load_task
 from rgym_core.testing import run_cli
-from rgym_task_vision import fixtures
-from rgym_task_vision.fixtures import FIXTURE_NAMESPACE
 
 #: Fixture datasets of each task, as --dataset options.
 FIXTURE_DATASETS = {
@@ -145,7 +145,7 @@ def test_pretrained_weights_that_do_not_load_stop_the_run(tmp_path, fixture_data
     os.symlink(fixture_data.data / "coco-2017", data / "coco-2017")
     bad = data / "resnet50-imagenet" / "resnet50-0676ba61.pth"
     bad.write_bytes(b"\x80\x04 a truncated checkpoint")
-    from conftest import load_spec
+    from vision_testlib import load_spec
 
     specs = [fixtures.fixture_spec(load_spec("resnet50-imagenet"), bad.parent),
              fixtures.fixture_spec(load_spec("coco-2017"), data / "coco-2017",

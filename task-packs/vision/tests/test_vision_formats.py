@@ -3,24 +3,33 @@
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import io
 import math
 import pickle
 import shutil
-import sys
 import tarfile
 from pathlib import Path
 
 import attrs
 import numpy as np
 import pytest
-from conftest import TASKS, load_spec
+from rgym_task_vision import fixtures, formats, sources
+from vision_testlib import TASKS, load_spec
 
 from rgym_core.datasets import DatasetError
-from rgym_task_vision import fixtures, formats, sources
 
-sys.path.insert(0, str(TASKS / "coco-captioning" / "starter"))
-import bleu  # noqa: E402  (the starter's bleu.py, which the grader includes)
+
+def _starter_bleu():
+    """The starter's bleu.py (which the grader includes), under a name of its own."""
+    spec = importlib.util.spec_from_file_location(
+        "rgym_vision_test_bleu", TASKS / "coco-captioning" / "starter" / "bleu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bleu = _starter_bleu()
 
 # ----------------------------------------------------------------------------- IDX and checksums
 
@@ -205,7 +214,6 @@ def test_resnet50_matches_torchvision_layout(tmp_path):
 
 def test_weights_that_do_not_load_are_reported(tmp_path):
     import torch
-
     from rgym_task_vision.weights import check_resnet50_state_dict, resnet_module
 
     bad = tmp_path / "resnet50-0676ba61.pth"

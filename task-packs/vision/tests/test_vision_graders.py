@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import TASKS
+from vision_testlib import TASKS
 
 from rgym_core.testing import EvalFolder
 
