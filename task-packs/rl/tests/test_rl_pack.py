@@ -106,3 +106,23 @@ def test_no_grader_file_is_a_starter_file() -> None:
     assert not (grader & starter) - {"evaluate.py"}
     for d in TASK_DIRS.values():
         assert (d / "grader" / "evaluate.py").read_text() != (d / "starter" / "evaluate.py").read_text()
+
+
+def test_wheel_ships_every_task_file(tmp_path: Path) -> None:
+    """The built wheel holds each task's spec, starter and grader, the shared grader
+    files, and no test or cache file."""
+    import zipfile
+
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                           "--quiet", "-w", str(tmp_path), str(PACK)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    (wheel,) = tmp_path.glob("rgym_task_rl-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for task in TASK_DIRS.values():
+        for rel in ["task.yaml", "grader/evaluate.py", "starter/config.yaml", *(
+                f"starter/{name}" for name in SHARED_STARTER)]:
+            assert f"rgym_task_rl/tasks/{task.name}/{rel}" in names, rel
+    for name in ["rl_grading.py", "policy_worker.py", "wire.py"]:
+        assert f"rgym_task_rl/tasks/_shared/rl_grader/{name}" in names
+    assert not [n for n in names if "__pycache__" in n or "/tests/" in n]

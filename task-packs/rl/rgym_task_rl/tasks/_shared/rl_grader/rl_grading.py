@@ -39,6 +39,8 @@ LOAD_LIMIT_S = 180.0
 STEP_LIMIT_S = 60.0
 #: The whole evaluation of the five checkpoints.
 TOTAL_LIMIT_S = 600.0
+#: Heap and anonymous memory of each process of the policy worker (RLIMIT_DATA).
+WORKER_MEMORY_MB = 4096
 
 
 class EvaluationError(Exception):
@@ -82,9 +84,9 @@ class PolicyWorker:
         self.worker = start_worker(
             ["python", "-c", script, *names], name="your policy",
             env={"JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONHASHSEED": "0"},
-            # JAX runs a few dozen threads; XLA reserves address space but uses ~1 GB.
-            limits=Limits(wall_s=max(deadline - time.monotonic(), 1.0) + 5, memory_mb=None,
-                          pids=512, open_files=1024))
+            # JAX runs a few dozen threads; the starter's policy needs about 0.4 GB.
+            limits=Limits(wall_s=max(deadline - time.monotonic(), 1.0) + 5,
+                          memory_mb=WORKER_MEMORY_MB, pids=512, open_files=1024))
         self._buffer = bytearray()
         self.env_name: str | None = None
 
