@@ -200,12 +200,10 @@ def _grade_archive(run: RunDir, result: EpisodeResult, kind: str,
         task = registry.task(result.task_id)
     except RegistryError as exc:
         raise GradeError(f"{run.path}: {exc}") from None
-    with_profile = getattr(task, "with_profile", None)
-    if callable(with_profile):
-        try:
-            task = with_profile(result.profile)
-        except ValueError as exc:
-            raise GradeError(f"{run.path}: {exc}") from None
+    try:
+        task = task.with_profile(result.profile)
+    except ValueError as exc:
+        raise GradeError(f"{run.path}: {exc}") from None
     try:
         datasets = _resolve_datasets(registry, task, run_config)
     except (RunError, RegistryError, ValueError, OSError) as exc:

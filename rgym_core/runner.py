@@ -247,16 +247,6 @@ def _signal_name(exc: BaseException) -> str:
     return text if text.startswith("SIG") else "SIGINT"
 
 
-def _apply_profile(task: TaskSpec, profile: str | None) -> TaskSpec:
-    """The task resolved for ``profile`` (``None``: its default profile)."""
-    with_profile = getattr(task, "with_profile", None)
-    if callable(with_profile):
-        return with_profile(profile)
-    if profile is not None:
-        raise RunError(f"task '{task.id}' has no profiles (--profile {profile})")
-    return task
-
-
 def final_status(record: ScoreRecord, end_reason: EndReason) -> tuple[ExitStatus, str | None]:
     """The status (and error) of an episode whose final grading gave ``record``."""
     if record.valid:
@@ -281,10 +271,9 @@ def make_grader(task: TaskSpec, sandbox: Sandbox, datasets: dict[str, PreparedDa
 def profile_env(task: TaskSpec) -> dict[str, str]:
     """The task's ``env`` (with its profile's) and ``RGYM_PROFILE``, for the agent's
     shell and the grader."""
-    env = {str(k): str(v) for k, v in (getattr(task, "env", None) or {}).items()}
-    name = getattr(task, "profile", None)
-    if name is not None:
-        env[PROFILE_ENV] = str(name)
+    env = {str(k): str(v) for k, v in task.env.items()}
+    if task.profile is not None:
+        env[PROFILE_ENV] = task.profile
     return env
 
 
@@ -307,10 +296,10 @@ class Episode:
         except RegistryError as exc:
             raise RunError(str(exc)) from None
         try:
-            self.task: TaskSpec = _apply_profile(base_task, config.profile)
+            self.task: TaskSpec = base_task.with_profile(config.profile)
         except ValueError as exc:  # an unknown profile (a SpecError names the task and its profiles)
             raise RunError(str(exc)) from None
-        self.profile: str | None = getattr(self.task, "profile", None)
+        self.profile: str | None = self.task.profile
         self.agent_spec: AgentSpec | None = agent_reg.item if agent_reg else None
         self.agent_registration = agent_reg
         if config.agent_isolation not in ("none", "process"):
