@@ -193,7 +193,7 @@ def _archive_leftover(run: RunDir, mounts: list[str]) -> bool:
 def _grade_archive(run: RunDir, result: EpisodeResult, kind: str,
                    registry: Registry) -> ScoreRecord:
     """Grade ``run``'s ``workspace.tar.gz`` with the task's grader."""
-    from rgym_core.runner import RunError, _resolve_datasets, make_grader, profile_env
+    from rgym_core.runner import RunError, make_grader, profile_env, resolve_datasets
 
     _, run_config = _config_of(run)
     try:
@@ -205,7 +205,7 @@ def _grade_archive(run: RunDir, result: EpisodeResult, kind: str,
     except ValueError as exc:
         raise GradeError(f"{run.path}: {exc}") from None
     try:
-        datasets = _resolve_datasets(registry, task, run_config)
+        datasets = resolve_datasets(registry, task, run_config)
     except (RunError, RegistryError, ValueError, OSError) as exc:
         raise GradeError(f"{run.path}: the task's datasets: {exc}") from None
     with tempfile.TemporaryDirectory(prefix="rgym-grade-") as tmp:

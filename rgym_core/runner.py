@@ -160,7 +160,9 @@ def select_tools(registry: Registry, task: TaskSpec, requested: list[str]) -> li
     return list(chosen.values())
 
 
-def _resolve_datasets(registry: Registry, task: TaskSpec, config: RunConfig) -> dict[str, PreparedDataset]:
+def resolve_datasets(registry: Registry, task: TaskSpec, config: RunConfig) -> dict[str, PreparedDataset]:
+    """The task's datasets prepared on the host, by mount (``config.datasets``
+    replaces a mount's dataset with another of the same form)."""
     prepared: dict[str, PreparedDataset] = {}
     mounts = {m.mount for m in task.datasets}
     unknown = sorted(set(config.datasets) - mounts)
@@ -348,7 +350,7 @@ class Episode:
         except RegistryError as exc:
             raise RunError(str(exc)) from None
         try:
-            datasets = _resolve_datasets(self.registry, self.task, self.config)
+            datasets = resolve_datasets(self.registry, self.task, self.config)
         except (DatasetError, RegistryError) as exc:
             raise RunError(str(exc)) from None
         agent = self._make_agent()
@@ -779,5 +781,5 @@ def run_episode(config: RunConfig, registry: Registry | None = None, *, agent: A
 
 
 __all__ = ["PROFILE_ENV", "Episode", "ProgressCallback", "RunConfig", "RunError",
-           "final_status", "grade_kind", "make_grader", "preflight", "profile_env",
+           "final_status", "grade_kind", "make_grader", "preflight", "profile_env", "resolve_datasets",
            "run_dir_path", "run_episode", "select_tools"]
