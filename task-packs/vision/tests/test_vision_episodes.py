@@ -16,30 +16,16 @@ from pathlib import Path
 import pytest
 from rgym_task_vision import fixtures
 from rgym_task_vision.fixtures import FIXTURE_NAMESPACE
-from vision_testlib import FASHION_SYSTEM, TASKS, subprocess_env
+from vision_testlib import (
+    FASHION_SYSTEM,
+    FIXTURE_SCORES,
+    fixture_args,
+    in_ci,
+    recorded,
+    subprocess_env,
+)
 
-from rgym_core.packs import load_task
 from rgym_core.testing import run_cli
-
-#: Fixture datasets of each task, as --dataset options.
-FIXTURE_DATASETS = {
-    "mlgym/fashion-mnist": ["data=vision-fixture/fashion-mnist"],
-    "mlgym/cifar10": ["data=vision-fixture/cifar10"],
-    "mlgym/coco-captioning": ["data=vision-fixture/coco-2017",
-                              "pretrained=vision-fixture/resnet50-imagenet"],
-}
-#: The baseline's scores on the fixtures of :func:`rgym_task_vision.fixtures.write_all`
-#: (cpu profile). CIFAR-10 and COCO record these in task.yaml (no real data here);
-#: Fashion-MNIST records its real-data score there.
-FIXTURE_SCORES = {"mlgym/fashion-mnist": {"accuracy": 0.61}}
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
-
-
-def recorded(task: str, profile: str = "cpu") -> dict[str, float]:
-    return load_task(TASKS / task.split("/")[1]).with_profile(profile).baseline_scores
 
 
 def rgym_run(task: str, tmp_path: Path, env: dict[str, str], *args: str, timeout: float = 900):
@@ -58,13 +44,6 @@ def episode_env(fixture_data, tmp_path_factory) -> dict[str, str]:
     """Fixture plugin on PYTHONPATH, one cache for the module's episodes."""
     cache = tmp_path_factory.mktemp("episode-cache")
     return subprocess_env(fixture_data.env, {"RGYM_CACHE_DIR": str(cache)})
-
-
-def fixture_args(task: str, fixture_data) -> list[str]:
-    args = ["--data-dir", str(fixture_data.data)]
-    for option in FIXTURE_DATASETS[task]:
-        args += ["--dataset", option]
-    return args
 
 
 # ----------------------------------------------------------------------------- real data

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import attrs
 
+from rgym_core.packs import load_task
+
 PACK = Path(__file__).resolve().parents[1]
 TASKS = PACK / "rgym_task_vision" / "tasks"
 DATASETS = PACK / "rgym_task_vision" / "datasets"
@@ -38,3 +40,32 @@ def subprocess_env(*extra: dict[str, str]) -> dict[str, str]:
     for part in extra:
         env.update(part)
     return env
+
+
+#: Fixture datasets of each task, as --dataset options.
+FIXTURE_DATASETS = {
+    "mlgym/fashion-mnist": ["data=vision-fixture/fashion-mnist"],
+    "mlgym/cifar10": ["data=vision-fixture/cifar10"],
+    "mlgym/coco-captioning": ["data=vision-fixture/coco-2017",
+                              "pretrained=vision-fixture/resnet50-imagenet"],
+}
+#: The baseline's scores on the fixtures of :func:`rgym_task_vision.fixtures.write_all`
+#: (cpu profile). CIFAR-10 and COCO record these in task.yaml (no real data here);
+#: Fashion-MNIST records its real-data score there.
+FIXTURE_SCORES = {"mlgym/fashion-mnist": {"accuracy": 0.61}}
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def recorded(task: str, profile: str = "cpu") -> dict[str, float]:
+    return load_task(TASKS / task.split("/")[1]).with_profile(profile).baseline_scores
+
+
+def fixture_args(task: str, fixture_data: FixtureData) -> list[str]:
+    """``--data-dir`` and ``--dataset`` options running ``task`` on the session's fixtures."""
+    args = ["--data-dir", str(fixture_data.data)]
+    for option in FIXTURE_DATASETS[task]:
+        args += ["--dataset", option]
+    return args
