@@ -17,6 +17,7 @@ from rgym_core.hookspecs import hookimpl
 from rgym_core.packs import load_dataset, load_task, load_tasks, package_path
 from rgym_core.records import (
     Action,
+    EndReason,
     EpisodeResult,
     ExitStatus,
     Observation,
@@ -44,7 +45,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Action", "Agent", "AgentConfig", "AgentFormatError", "AgentSpec", "Baseline", "Budget",
     "BudgetExceeded", "DatasetMount", "DatasetSpec", "EpisodeResult", "EpisodeStatus", "ExecResult",
-    "ExitStatus", "GraderSpec", "Metric", "Observation", "PreparedDataset", "Resources", "Sandbox",
+    "EndReason", "ExitStatus", "GraderSpec", "Metric", "Observation", "PreparedDataset", "Resources", "Sandbox",
     "SandboxConfig", "SandboxError", "SandboxSpec", "ScoreRecord", "Step", "SubTask", "TaskContext",
     "TaskSpec", "Tool", "ToolArg", "ToolContext", "ToolError", "ToolResult", "ToolSchema", "Usage",
     "__version__", "hookimpl", "load_dataset", "load_task", "load_tasks", "package_path",
