@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -147,13 +148,51 @@ def profile_lines(task: TaskSpec) -> list[str]:
     return lines
 
 
+def show_run_dir(path: Path, as_json: bool) -> None:
+    """``rgym show RUN_DIR``: the run viewer's summary when it is installed
+    (``rgym_core.runs_cli.show_run``), else the run's identity, state and scores."""
+    try:
+        from rgym_core.runs_cli import show_run  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        show_run = None
+    if show_run is not None:
+        show_run(path, as_json=as_json)
+        return
+    from rgym_core.rundir import RunDir, RunDirError
+
+    run = RunDir(path)
+    try:
+        data: dict[str, Any] = {"run_dir": str(path), "state": str(run.state()), **run.identity()}
+        if run.result_path.is_file():
+            result = run.result()
+            data.update(status=str(result.status), final_scores=result.final_scores, steps=result.steps,
+                        duration_s=result.duration_s)
+    except RunDirError as exc:
+        raise click.UsageError(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    for key, value in data.items():
+        if value is not None:
+            click.echo(f"{key}: {value}")
+
+
 @click.command("show")
 @click.argument("task")
 @click.option("--profile", default=None, help="Show the task as this profile configures it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the task spec as JSON.")
 @click.pass_context
 def show_cmd(ctx: click.Context, task: str, profile: str | None, as_json: bool) -> None:
-    """Show a task: description, metrics, baseline, datasets, budget, profiles."""
+    """Show a task: description, metrics, baseline, datasets, budget, profiles.
+
+    TASK may also be a run directory: its task, agent, state and scores are shown.
+    """
+    if Path(task).is_dir():
+        from rgym_core.rundir import is_run_dir
+
+        if is_run_dir(task):
+            show_run_dir(Path(task), as_json)
+            return
     registry = get_registry(ctx)
     try:
         reg = registry.resolve("tasks", task)
