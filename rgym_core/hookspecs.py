@@ -19,10 +19,17 @@ and declares it in its ``pyproject.toml``::
 
 There are two kinds of hooks.
 
-*Registration hooks* (``rgym_register_*``) are called once when the registry is
-built. Each returns a list of specs; every spec carries a name namespaced by its
-pack (``mlgym/blotto``).  Two distributions registering the same name is an
-error that names both.
+*Registration hooks* (``rgym_register_*``) are called once, the first time the
+registry is asked for that kind of item (``rgym list tasks`` calls only
+``rgym_register_tasks``). Each returns a list of specs; every spec carries a name
+namespaced by its pack (``mlgym/blotto``).  Two distributions registering the same
+name is an error that names both.  Plugin modules are imported by every command:
+keep them light (import heavy libraries where they are used).
+
+Every hook is called through pluggy: an implementation may name a subset of the
+arguments, ``tryfirst``/``trylast`` order it, and ``wrapper=True`` implementations
+run around the others.  An implementation that raises is skipped with one warning
+naming its plugin and distribution; the others' answers are kept.
 
 *Lifecycle hooks* (``rgym_episode_*``, ``rgym_step``) are called by the episode
 runner, in every plugin, so loggers, monitors and cost trackers are plugins too.
@@ -126,8 +133,14 @@ def rgym_register_model_providers() -> list[ModelProviderSpec]:
 
 @hookspec
 def rgym_cli_commands() -> list[click.Command]:
-    """Return extra ``click`` commands to add to the ``rgym`` CLI (for example
-    ``rgym image`` and ``rgym sandbox`` from the Docker backend)."""
+    """Return the ``click`` commands this plugin adds to ``rgym`` (the core's own
+    commands come through this hook too, from :mod:`rgym_core.builtin`).
+
+    Called for every invocation, ``rgym --help`` included, so return
+    :func:`rgym_core.cli.lazy_command` objects: a name, one line of help and the
+    ``module:attribute`` of the real command, imported only when it runs.  A name
+    another plugin (or the core) already uses is skipped with a warning.
+    """
 
 
 # --------------------------------------------------------------------------
