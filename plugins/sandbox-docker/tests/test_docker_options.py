@@ -1,19 +1,15 @@
 """Parts of the Docker backend that need no engine: container options, default
-limits, labels and owners, command quoting, output capping and hostile archives
-(these run everywhere)."""
+limits, labels and owners, command quoting and output capping (these run
+everywhere; the hostile-archive extractor is the core's, tested there)."""
 
 from __future__ import annotations
 
-import io
-import os
 import subprocess
-import tarfile
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rgym_sandbox_docker import archives, lifecycle, limits
+from rgym_sandbox_docker import lifecycle, limits
 from rgym_sandbox_docker.sandbox import DockerSandbox
 from rgym_sandbox_docker.shell import ansi_c_quote, render_output
 
@@ -106,84 +102,3 @@ def test_render_output_caps_like_truncate_output() -> None:
     assert render_output(b"short\n", b"", 0, 1000) == ("short\n", False)
     assert render_output(data[:5000], data[5000:9000], 0, 1000) == \
         truncate_output(full[:9000], 1000)
-
-
-# -- hostile archives ------------------------------------------------------------------
-
-
-def _tar(entries: list[tuple[tarfile.TarInfo, bytes | None]]) -> io.BytesIO:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for info, data in entries:
-            tar.addfile(info, io.BytesIO(data) if data is not None else None)
-    buf.seek(0)
-    return buf
-
-
-def _entry(name: str, kind: bytes = tarfile.REGTYPE, data: bytes | None = None,
-           link: str = "", mode: int = 0o644) -> tuple[tarfile.TarInfo, bytes | None]:
-    info = tarfile.TarInfo(name)
-    info.type = kind
-    info.mode = mode
-    info.linkname = link
-    if data is not None:
-        info.size = len(data)
-    return info, data
-
-
-def test_extraction_refuses_hostile_names_links_and_special_files(tmp_path: Path) -> None:
-    outside = tmp_path / "outside.txt"
-    stream = _tar([
-        _entry(".", tarfile.DIRTYPE), _entry("ok.txt", data=b"fine"),
-        _entry("dir", tarfile.DIRTYPE), _entry("dir/nested.py", data=b"x", mode=0o4755),
-        _entry("../escape.txt", data=b"bad"), _entry("/abs.txt", data=b"bad"),
-        _entry("baseline.py\n..", data=b"bad"), _entry("a/../../up.txt", data=b"bad"),
-        _entry("link", tarfile.SYMTYPE, link=str(outside)),
-        _entry("hard", tarfile.LNKTYPE, link="/etc/passwd"),
-        _entry("copy.txt", tarfile.LNKTYPE, link="ok.txt"),
-        _entry("fifo", tarfile.FIFOTYPE), _entry("dev", tarfile.CHRTYPE),
-        _entry("link/through.txt", data=b"bad"), _entry("ok.txt", data=b"second"),
-    ])
-    dest = tmp_path / "dest"
-    report = archives.extract_workspace(stream, dest)
-    files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*"))
-    assert files == ["copy.txt", "dir", "dir/nested.py", "ok.txt"]
-    assert (dest / "ok.txt").read_bytes() == b"fine" and (dest / "copy.txt").read_bytes() == b"fine"
-    assert oct((dest / "dir" / "nested.py").stat().st_mode & 0o7777) == "0o755"  # no setuid
-    assert not outside.exists() and not (tmp_path / "escape.txt").exists()
-    reasons = dict(report.skipped)
-    assert reasons["link"] == "symbolic link" and reasons["fifo"].startswith("not a regular")
-    assert reasons["hard"] == "hard link to a file outside the copy"
-    assert reasons["ok.txt"] == "duplicate name"
-    assert sum(1 for _, why in report.skipped if why == "unsafe name") == 4
-
-
-def test_extraction_enforces_the_quota_and_keeps_holes(tmp_path: Path) -> None:
-    big = _tar([_entry("a.bin", data=b"x" * 4000), _entry("b.bin", data=b"y" * 4000)])
-    with pytest.raises(archives.WorkspaceQuotaExceeded, match="quota"):
-        archives.extract_workspace(big, tmp_path / "q", quota_bytes=6000)
-    zeros = _tar([_entry("zeros.bin", data=bytes(8 << 20) + b"end")])
-    report = archives.extract_workspace(zeros, tmp_path / "z")
-    written = tmp_path / "z" / "zeros.bin"
-    assert written.stat().st_size == (8 << 20) + 3 and written.read_bytes().endswith(b"end")
-    assert written.stat().st_blocks * 512 <= 1 << 20  # the zeros became a hole
-    assert report.disk_bytes <= 1 << 20
-
-
-def test_sparse_members_stay_sparse(tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    src.mkdir()
-    with open(src / "sparse.bin", "wb") as fh:
-        fh.truncate(1 << 30)
-        fh.seek(12345)
-        fh.write(b"data")
-    done = subprocess.run(["tar", "-c", "--format=gnu", "--sparse", "-f", "-", "-C", str(src),
-                           "."], capture_output=True, check=True)
-    assert len(done.stdout) < 1 << 20  # the archive itself holds only the data
-    report = archives.extract_workspace(io.BytesIO(done.stdout), tmp_path / "out")
-    out = tmp_path / "out" / "sparse.bin"
-    assert out.stat().st_size == 1 << 30 and out.stat().st_blocks * 512 < 1 << 20
-    with open(out, "rb") as fh:
-        fh.seek(12340)
-        assert fh.read(12) == b"\0" * 5 + b"data" + b"\0" * 3
-    assert report.bytes == 1 << 30 and os.path.getsize(out) == 1 << 30

@@ -16,9 +16,9 @@
   (:mod:`rgym_sandbox_docker.shell`, :mod:`rgym_sandbox_docker.supervisor`), which
   measures exit codes, working directories and timeouts itself.
 * Files move in and out as single tar streams through the supervisor, read and
-  written as the agent user; what comes out is unpacked by
-  :func:`rgym_sandbox_docker.archives.extract_workspace` (hostile names, links,
-  quota, sparse files).
+  written as the agent user (sparse files stay sparse); what comes out is
+  unpacked by the core's :func:`rgym_core.workspace_export.extract_archive`
+  (hostile names, links, quota, holes).
 * :meth:`DockerSandbox.grade` runs a grader in a separate short-lived container.
 """
 
@@ -35,8 +35,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attrs import define, field
-
 from rgym_core.sandbox import (
     DEFAULT_OUTPUT_LIMIT,
     TIMEOUT_EXIT_CODE,
@@ -46,6 +44,13 @@ from rgym_core.sandbox import (
     SandboxError,
     WorkspaceLayout,
     truncate_output,
+)
+from rgym_core.workspace_export import (
+    DroppedEntry,
+    ExportReport,
+    WorkspaceExportError,
+    WorkspaceQuotaExceeded,
+    extract_archive,
 )
 from rgym_sandbox_docker import archives, images, lifecycle
 from rgym_sandbox_docker.execstream import StreamClosed, run_collect
@@ -92,17 +97,6 @@ def _merged(argv: list[str]) -> list[str]:
     """``argv`` with stderr sent to stdout inside the container: the engine carries
     the two on separate pipes and does not keep their relative order."""
     return ["sh", "-c", 'exec "$@" 2>&1', "sh", *argv]
-
-
-@define
-class ExportReport:
-    """What :meth:`DockerSandbox.export_workspace` copied and what it left out."""
-
-    dest: Path
-    files: int = 0
-    bytes: int = 0
-    disk_bytes: int = 0
-    skipped: list[tuple[str, str]] = field(factory=list)
 
 
 def _facts_type() -> Any:
@@ -455,52 +449,58 @@ class DockerSandbox(Sandbox):
 
     def _pack(self, root: str, dest: Path, *, include: Sequence[str] | None = None,
               exclude: Sequence[str] = (), quota_bytes: int | None = None,
-              label: str) -> tuple[archives.Extracted, dict[str, Any]]:
-        """One tar stream of ``root`` (as the agent sees it) unpacked into ``dest``;
-        returns what was extracted and the walk's report."""
-        import tarfile
-
+              label: str) -> ExportReport:
+        """One tar stream of ``root`` (as the agent user sees it, filtered inside the
+        container) unpacked into the new host path ``dest`` (a folder, or a file when
+        ``root`` is one)."""
         assert self.shell is not None
-        extracted = archives.Extracted()
         failure: BaseException | None = None
+        report: ExportReport | None = None
         with self._engine_errors():
             stream = self.shell.pack(root, include=list(include) if include is not None else None,
                                      exclude=list(exclude), quota=quota_bytes)
             with stream:
                 try:
-                    archives.extract_workspace(stream, dest, quota_bytes=quota_bytes,
-                                               report=extracted)
-                except (tarfile.TarError, OSError) as exc:
+                    report = extract_archive(
+                        stream, dest, root=stream.root,  # type: ignore[arg-type]
+                        exclude=exclude, include=include, quota_bytes=quota_bytes,
+                        sandbox_root=root if root.startswith(WORKSPACE) else None)
+                except (OSError, WorkspaceExportError) as exc:
                     failure = exc
                 stream.finish()
-        report = stream.report
-        if report.get("errno") is not None:
-            self._raise_for(label, os.strerror(int(report["errno"])))
-        if report.get("not_regular"):
+        walk = stream.report
+        if walk.get("errno") is not None:
+            self._raise_for(label, os.strerror(int(walk["errno"])))
+        if walk.get("not_regular"):
             raise OSError(f"{label}: not a regular file or folder (links are never copied out)")
-        if report.get("over_quota") and quota_bytes is not None:
-            raise archives.WorkspaceQuotaExceeded(quota_bytes, int(report.get("bytes", 0)))
+        if walk.get("over_quota") and quota_bytes is not None:
+            seen = int(walk.get("bytes", 0))
+            raise WorkspaceQuotaExceeded(
+                f"the workspace holds more than its quota of {quota_bytes / 2**20:g} MiB "
+                f"(resources.disk_mb): at least {seen / 2**20:.1f} MiB of files; delete large "
+                f"files (sparse files count at their full size)",
+                quota_bytes=quota_bytes, seen_bytes=seen)
         if failure is not None:
             raise failure
-        if report.get("error"):
-            raise OSError(f"{label}: copying out failed: {report['error']}")
-        for rel, why in report.get("skipped") or []:
-            extracted.skip(rel, why)
-        return extracted, report
+        if walk.get("error"):
+            raise OSError(f"{label}: copying out failed: {walk['error']}")
+        assert report is not None
+        for rel, why in walk.get("skipped") or []:
+            report.dropped.append(DroppedEntry(rel if rel.isprintable() else ascii(rel)[1:-1],
+                                               why))
+        return report
 
     def copy_out(self, src: str, dest: Path) -> None:
         """Copy a file or folder of the sandbox to the host path ``dest`` (regular files
-        and folders only, as the agent can read them; links are left out)."""
+        and folders only, as the agent can read them; links inside a folder become
+        copies when they end at a file inside it, others are left out)."""
         self._check_alive()
         dest = Path(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)
         target = self._abs(src)
         with tempfile.TemporaryDirectory(prefix=".rgym-out-", dir=dest.parent) as tmp:
-            out = Path(tmp) / "out"
-            _, report = self._pack(target, out, label=src)
-            produced = out / posixpath.basename(target) if report.get("root") == "file" else out
-            if not produced.exists():
-                raise OSError(f"{src}: copying out failed (the archive did not hold it)")
+            produced = Path(tmp) / "out"
+            self._pack(target, produced, label=src)
             if dest.is_dir() and not dest.is_symlink():
                 shutil.rmtree(dest)
             elif dest.exists() or dest.is_symlink():
@@ -511,24 +511,23 @@ class DockerSandbox(Sandbox):
                          include: Sequence[str] | None = None,
                          quota_bytes: int | None = None) -> ExportReport:
         """Copy the workspace into the new host folder ``dest`` in one archive
-        (contract 2): regular files and folders only, dataset mounts left out,
-        ``include``/``exclude`` globs applied inside the container, at most
-        ``quota_bytes`` (default: the workspace's size limit) of files, sparse files
-        kept sparse.  Raises :class:`~rgym_sandbox_docker.archives.WorkspaceQuotaExceeded`
-        (an ``OSError``) when the files are larger than the quota."""
+        (contract 2): ``include``/``exclude`` applied inside the container, dataset
+        mounts left out, at most ``quota_bytes`` (default: the workspace's size limit)
+        of files counted at their apparent size, sparse files kept sparse, unpacked by
+        :func:`rgym_core.workspace_export.extract_archive`.  Raises
+        :class:`~rgym_core.workspace_export.WorkspaceQuotaExceeded` past the quota."""
         self._check_alive()
         dest = Path(dest)
-        if dest.exists() and any(dest.iterdir()):
-            raise FileExistsError(f"{dest}: the export folder must be new or empty")
+        if dest.is_dir() and not dest.is_symlink() and not any(dest.iterdir()):
+            dest.rmdir()  # an empty folder made by the caller is fine
         quota = quota_bytes if quota_bytes is not None else self.limits.disk_mb << 20
         try:
-            extracted, _ = self._pack(WORKSPACE, dest, include=include, exclude=exclude,
-                                      quota_bytes=quota, label="the workspace")
+            return self._pack(WORKSPACE, dest, include=include, exclude=exclude,
+                              quota_bytes=quota, label="the workspace")
         except BaseException:
-            shutil.rmtree(dest, ignore_errors=True)
+            if dest.is_dir() and not dest.is_symlink():
+                shutil.rmtree(dest, ignore_errors=True)  # nothing half-copied is left
             raise
-        return ExportReport(dest=dest, files=extracted.files, bytes=extracted.bytes,
-                            disk_bytes=extracted.disk_bytes, skipped=list(extracted.skipped))
 
     # -- grading -------------------------------------------------------------------
 
@@ -583,9 +582,12 @@ class DockerSandbox(Sandbox):
             return
         host = eval_dir / rel
         with tempfile.TemporaryDirectory(prefix=".rgym-scores-", dir=eval_dir) as tmp:
-            reader = _ChunkReader(chunks)
-            archives.extract_workspace(reader, Path(tmp) / "x", quota_bytes=64 << 20)
-            produced = Path(tmp) / "x" / posixpath.basename(rel)
+            produced = Path(tmp) / "scores"
+            try:
+                extract_archive(_ChunkReader(chunks), produced, root=posixpath.basename(rel),
+                                quota_bytes=64 << 20)
+            except (OSError, WorkspaceExportError):
+                return  # not a regular file: the grader wrote no usable scores
             if produced.is_file() and not produced.is_symlink():
                 host.parent.mkdir(parents=True, exist_ok=True)
                 if host.is_symlink() or host.exists():

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rgym_core.sandbox import DEFAULT_OUTPUT_LIMIT, TIMEOUT_EXIT_CODE, ExecResult, truncate_output
+from rgym_core.sandboxes.output import truncation_marker
 from rgym_sandbox_docker.execstream import STDERR, ExecStream, StreamClosed, run_collect
 
 #: Seconds the host waits past a command's timeout (and the supervisor's own grace)
@@ -76,9 +77,7 @@ def render_output(head: bytes, tail: bytes, dropped: int, limit: int) -> tuple[s
     total = len(h_txt) + len(t_txt) + dropped
     h = limit * 2 // 3
     t = limit - h
-    # the marker of truncate_output, for the characters between the kept parts
-    sample, _ = truncate_output("x" * (total), limit)
-    marker = sample[h:len(sample) - t] if t else sample[h:]
+    marker = truncation_marker(total - h - t)
     return h_txt[:h] + marker + (t_txt[-t:] if t else ""), True
 
 
@@ -150,6 +149,7 @@ class ShellSession:
         self.supervisor_pid: int | None = None
         self.restarts = 0
         self._counter = 0
+        self._uid: str | None = None
         self._lock = threading.RLock()
 
     # -- lifecycle ---------------------------------------------------------------
@@ -276,7 +276,17 @@ class ShellSession:
 
     def kill_young(self, since: int | None, *, supervisor_too: bool = False) -> None:
         """Kill the agent's processes started since ``since`` (boot ticks; None: all but
-        the shell) from a separate root exec."""
+        the shell): through the supervisor when it is free and answering, else from a
+        separate root exec."""
+        if not supervisor_too and self.alive and self._lock.acquire(blocking=False):
+            try:
+                self._send({"op": "kill", "since": since})
+                self._expect("killed", time.monotonic() + 30)
+                return
+            except (TimeoutError, SupervisorError, StreamClosed, OSError):
+                self.close()  # it did not answer: the exec below, and a new session next
+            finally:
+                self._lock.release()
         exclude = [] if supervisor_too or self.pid is None else [str(self.pid)]
         argv = ["python3", "-I", "-S", "-c", SUPERVISOR_SOURCE, "kill", self.user_id(),
                 "-" if since is None else str(since), *exclude]
@@ -289,9 +299,11 @@ class ShellSession:
     def user_id(self) -> str:
         if self.user.isdigit():
             return self.user
-        out = run_collect(self.api, self.container_id, ["id", "-u", self.user], user="root",
-                          timeout=30).stdout.decode().strip()
-        return out or "1000"
+        if self._uid is None:
+            out = run_collect(self.api, self.container_id, ["id", "-u", self.user], user="root",
+                              timeout=30).stdout.decode().strip()
+            self._uid = out if out.isdigit() else "1000"
+        return self._uid
 
     # -- workspace transfers -------------------------------------------------------
 
@@ -321,18 +333,21 @@ class ShellSession:
             self._ensure()
             self._send({"op": "pack", "root": root, "include": include, "exclude": exclude or [],
                         "quota": quota})
+            header, _ = self._expect("pack-start", time.monotonic() + 600)
         except BaseException:
             self._lock.release()
             raise
-        return PackStream(self)
+        return PackStream(self, str(header.get("root") or "."))
 
 
 class PackStream:
     """A file-like, read-only view of a ``pack`` answer: the tar bytes, then the report.
     Holds the session until closed."""
 
-    def __init__(self, session: ShellSession) -> None:
+    def __init__(self, session: ShellSession, root: str) -> None:
         self.session = session
+        #: The archive entry that stands for the packed path ("." for a folder).
+        self.root = root
         self.buf = bytearray()
         self.done = False
         self.report: dict[str, Any] = {}

@@ -710,6 +710,8 @@ class Session:
         os.close(report_w)
         is_dir = os.path.isdir(root) and not os.path.islink(root)
         base = root if is_dir else os.path.dirname(root) or "/"
+        # the archive entry that stands for ``root``: "." for a folder, else its name
+        send({"ev": "pack-start", "root": "." if is_dir else os.path.basename(root)})
         tar = subprocess.Popen(
             ["tar", "-c", "-f", "-", "--format=gnu", "--sparse", "--numeric-owner",
              "--ignore-failed-read", "--warning=no-file-changed", "--warning=no-file-removed",
@@ -799,6 +801,18 @@ def walk(root, request, out_fd):
                 "not_regular": True}
     top_dev = st.st_dev
     emit(".")
+    emitted = {""}
+
+    def emit_dir(rel):
+        """Emit a folder (and, with ``include``, its parents first, only when a file
+        under it is included: folders holding nothing wanted are not copied)."""
+        if rel in emitted:
+            return
+        parent = rel.rpartition("/")[0]
+        emit_dir(parent)
+        emit(rel)
+        emitted.add(rel)
+
     stack = [""]
     while stack:
         rel_dir = stack.pop()
@@ -822,7 +836,8 @@ def walk(root, request, out_fd):
                 if not os.access(entry.path, os.R_OK | os.X_OK):
                     skip(rel, "unreadable folder")
                     continue
-                emit(rel)
+                if include is None:
+                    emit_dir(rel)
                 stack.append(rel)
             elif stat.S_ISREG(est.st_mode):
                 if include is not None and not any(glob_match(rel, p) for p in include):
@@ -835,9 +850,15 @@ def walk(root, request, out_fd):
                 if quota is not None and total > quota:
                     return {"files": files, "bytes": total, "over_quota": True,
                             "skipped": skipped}
+                emit_dir(rel_dir)
                 emit(rel)
             elif stat.S_ISLNK(est.st_mode):
-                skip(rel, "symbolic link")
+                # archived as a link, never followed: the host's extractor keeps one
+                # that ends at a file inside the workspace, and drops the others
+                if include is not None and not any(glob_match(rel, p) for p in include):
+                    continue
+                emit_dir(rel_dir)
+                emit(rel)
             else:
                 skip(rel, "not a regular file or folder")
     return {"files": files, "bytes": total, "skipped": skipped, "root": "dir"}
