@@ -415,8 +415,12 @@ class ProcessAgent:
             raise self._died(str(exc)) from None
 
     def _exchange(self, message: dict[str, Any], expect: tuple[str, ...], *, phase: str) -> dict[str, Any]:
-        self._send(message, time.monotonic() + self.settings.idle_timeout_s)
-        return self._wait_for(expect, deadline=None, phase=phase)
+        try:
+            self._send(message, time.monotonic() + self.settings.idle_timeout_s)
+            return self._wait_for(expect, deadline=None, phase=phase)
+        except KeyboardInterrupt:
+            self._broken = True  # interrupted mid-action: close() kills it without asking
+            raise
 
     def _time_deadline(self) -> float | None:
         status = self._status

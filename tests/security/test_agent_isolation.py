@@ -23,6 +23,7 @@ import socket
 import subprocess
 import tempfile
 import textwrap
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -314,6 +315,58 @@ def test_a_crashing_scaffold_ends_as_an_agent_error_and_is_graded(evil_env: Chil
     assert result["scores"] and result["scores"][-1]["kind"] == "autosubmit"
     log = (Path(result["run_dir"]) / "agent_process.log").read_text()
     assert "evil: exiting now" in log
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid``."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def test_ctrl_c_during_a_hanging_action_cancels_cleanly(evil_env: ChildEnv, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [str(evil_env.python), "-m", "rgym_core.cli", "run", "rgym/demo", "--agent", "evil",
+         "--agent-option", "behaviour=hang", "--agent-isolation", "process", "--runs-dir", str(runs),
+         "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(), cwd=tmp_path)
+    agents: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not agents:
+            time.sleep(0.5)
+            agents = [p for p in descendants(proc.pid)
+                      if b"agent_process.child" in Path(f"/proc/{p}/cmdline").read_bytes()] \
+                if proc.poll() is None else []
+        assert agents, "the agent process never started"
+        while time.monotonic() < deadline and proc.poll() is None:  # the episode has begun
+            trajectories = list(runs.glob("*/*/*/trajectory.jsonl"))
+            if trajectories and '"type": "sandbox"' in trajectories[0].read_text():
+                break
+            time.sleep(0.3)
+        time.sleep(2.0)  # inside act(), sleeping
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    result = json.loads(out)
+    assert result["status"] == "cancelled"
+    assert (Path(result["run_dir"]) / "result.json").is_file()
+    assert [p for p in agents if Path(f"/proc/{p}").exists()] == []
 
 
 HOSTILE_SCRIPT = """
