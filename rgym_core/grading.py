@@ -104,8 +104,7 @@ class Grader:
 
         spec = self.task.grader
         exclude = [*mount_excludes(self.datasets), *spec.exclude]
-        include = None if list(spec.submission) == ["**/*"] else list(spec.submission)
-        export_workspace(self.sandbox, dest, exclude=exclude, include=include)
+        export_workspace(self.sandbox, dest, exclude=exclude, include=list(spec.submission))
         dest.mkdir(exist_ok=True)
         keep_only_submission(dest, spec.submission, spec.exclude)
 
