@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 from attrs import define
 
+from rgym_core.serialization import parse_yaml
 from rgym_llm.errors import ModelConfigError
 
 PRICES_ENV = "RGYM_PRICES"
@@ -78,7 +79,7 @@ def load_price_file(path: str | Path) -> dict[str, Price]:
     """Read a user price file (YAML or JSON)."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = parse_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ModelConfigError(f"price file {path} does not exist (set by {PRICES_ENV} or the "
                                "'prices' option)") from None
