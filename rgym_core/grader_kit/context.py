@@ -7,9 +7,11 @@ scores) and then write the scores file atomically, never through a link.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,28 +101,34 @@ def _open_in(top: Path, name: str) -> int:
         for part in parts[:-1]:
             try:
                 sub = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            except NotADirectoryError:
-                raise ValueError(f"'{name}': '{part}' is not a folder") from None
             except OSError as exc:
-                if exc.errno == 40:  # ELOOP
-                    raise ValueError(f"'{name}': '{part}' is a link; links are not followed") from None
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    if _is_link(part, fd):
+                        raise ValueError(f"'{name}': '{part}' is a link; links are not "
+                                         "followed") from None
+                    raise ValueError(f"'{name}': '{part}' is not a folder") from None
                 raise
             os.close(fd)
             fd = sub
         try:
             out = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
         except OSError as exc:
-            if exc.errno == 40:
+            if exc.errno == errno.ELOOP:
                 raise ValueError(f"'{name}' is a link; links are not followed") from None
             raise
     finally:
         os.close(fd)
-    import stat
-
     if not stat.S_ISREG(os.fstat(out).st_mode):
         os.close(out)
         raise ValueError(f"'{name}' is not a regular file")
     return out
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def read_submission_file(name: str, *, max_bytes: int = 256 << 20) -> bytes:
