@@ -32,9 +32,10 @@ def test_an_episode_without_limits_is_bounded_by_default(make_sandbox, docker_cl
                    "2>/dev/null; grep CapEff /proc/self/status", timeout=30).output
     assert str(DEFAULT_MEMORY_MB << 20) in seen
     assert "CapEff:\t0000000000000000" in seen  # the agent holds no capability
-    facts = box.describe()
-    memory = facts["memory"] if isinstance(facts, dict) else facts.memory
-    assert str(DEFAULT_MEMORY_MB) in str(memory)
+    facts = box.describe()  # what the agent is shown, as local episodes show theirs
+    assert facts.memory_limit_mb == DEFAULT_MEMORY_MB and str(DEFAULT_MEMORY_MB) in facts.memory
+    assert facts.pids_limit == DEFAULT_PIDS and facts.network == "none"
+    assert dict(facts.items())["memory"] == facts.memory
 
 
 def test_fork_bomb_with_default_limits_leaves_the_host_able_to_fork(make_sandbox) -> None:

@@ -219,7 +219,7 @@ def test_allowed_network_gets_an_interface(make_sandbox) -> None:
     box = make_sandbox(network=True)  # no traffic is sent: the interface list only
     interfaces = box.run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '", timeout=30)
     assert sorted(interfaces.output.split()) == ["eth0", "lo"]
-    assert box.describe()["network"] is True
+    assert box.describe().network == "bridge"
 
 
 def test_grader_timeout_in_its_container(make_sandbox, tmp_path: Path, docker_client) -> None:

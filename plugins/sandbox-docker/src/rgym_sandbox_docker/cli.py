@@ -85,9 +85,19 @@ def image() -> None:
 @click.option("--base", default=None,
               help=f"Base image of the chain (default: $RGYM_DOCKER_BASE or {images.DEFAULT_BASE}).")
 @click.option("--no-cache", is_flag=True, help="Rebuild every layer from scratch.")
+@click.option("--find-links", "find_links", multiple=True, metavar="DIR",
+              type=click.Path(file_okay=False, exists=True),
+              help="A folder of wheels pip uses first in the pack and agent layers (repeatable; "
+                   "default: $RGYM_PIP_FIND_LINKS, else pip's $PIP_FIND_LINKS).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final tag.")
-def build(task: str, agent: str | None, base: str | None, no_cache: bool, quiet: bool) -> None:
+def build(task: str, agent: str | None, base: str | None, no_cache: bool,
+          find_links: tuple[str, ...], quiet: bool) -> None:
+    import os
+
     from rgym_core.registry import RegistryError, load_registry
+
+    if find_links:
+        os.environ["RGYM_PIP_FIND_LINKS"] = os.pathsep.join(find_links)
 
     registry = load_registry()
     try:

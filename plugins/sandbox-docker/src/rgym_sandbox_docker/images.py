@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +21,8 @@ from attrs import define
 #: The public image the base layer starts from (override: ``--base`` / RGYM_DOCKER_BASE).
 DEFAULT_BASE = "python:3.11-slim"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+#: Files of a wheel folder that pip can install from.
+WHEEL_SUFFIXES = (".whl", ".tar.gz", ".zip")
 LAYERS = ("base", "pack", "agent")
 HASH_LEN = 16
 
@@ -44,30 +47,84 @@ def default_base() -> str:
 
 
 def containers_dir() -> Path:
-    """The folder of layer Dockerfiles: ``RGYM_CONTAINERS_DIR``, else the
-    ``containers/`` folder of the checkout this package is installed from."""
+    """The folder of layer Dockerfiles: ``RGYM_CONTAINERS_DIR``, else the copy shipped
+    inside this package (wheels and sdists carry one, made from the repository's
+    ``containers/`` at build time), else the ``containers/`` folder of the checkout
+    an editable install runs from."""
     env = os.environ.get("RGYM_CONTAINERS_DIR")
     if env:
         path = Path(env)
         if not (path / "base" / "Dockerfile").is_file():
             raise ImageBuildError(f"RGYM_CONTAINERS_DIR={env}: no base/Dockerfile there")
         return path
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "containers"
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "containers", *(p / "containers" for p in here.parents)):
         if (candidate / "base" / "Dockerfile").is_file():
             return candidate
-    raise ImageBuildError("cannot find the rgym 'containers/' folder (base/Dockerfile); "
-                          "set RGYM_CONTAINERS_DIR to the checkout's containers/ folder")
+    raise ImageBuildError("cannot find the rgym 'containers/' folder (base/Dockerfile): this "
+                          "installation of rgym-sandbox-docker has no Dockerfiles; reinstall it "
+                          "(pip install rgym-sandbox-docker, or pip install "
+                          "./plugins/sandbox-docker from a checkout) or set RGYM_CONTAINERS_DIR")
 
 
-def _context_files(layer: str, requirements: Sequence[str]) -> dict[str, bytes]:
+def wheel_folders() -> list[Path]:
+    """Local folders of wheels the pack and agent layers install from first:
+    ``RGYM_PIP_FIND_LINKS`` (folders separated by ``:``), else the folders in pip's
+    own ``PIP_FIND_LINKS`` (whitespace-separated; URLs are left out).  Missing
+    folders are ignored."""
+    raw = os.environ.get("RGYM_PIP_FIND_LINKS")
+    items = raw.split(os.pathsep) if raw is not None else \
+        os.environ.get("PIP_FIND_LINKS", "").split()
+    out = []
+    for item in items:
+        item = item.strip()
+        if item.startswith("file://"):
+            item = item[len("file://"):]
+        if item and "://" not in item and Path(item).is_dir():
+            out.append(Path(item))
+    return out
+
+
+def _wheels(requirements: Sequence[str]) -> dict[str, Path]:
+    """The distribution files of :func:`wheel_folders` (name -> path; the first
+    folder wins a name), or none when the layer installs nothing."""
+    if not any(r.strip() for r in requirements):
+        return {}
+    found: dict[str, Path] = {}
+    for folder in wheel_folders():
+        for path in sorted(folder.iterdir()):
+            if path.is_file() and path.name.endswith(WHEEL_SUFFIXES) and path.name not in found:
+                found[path.name] = path
+    return found
+
+
+def _context_files(layer: str, requirements: Sequence[str]
+                   ) -> tuple[dict[str, bytes], dict[str, Path]]:
+    """A layer's build context: small files by content, and local wheels by path
+    (their names, sizes and times go into ``wheels/MANIFEST.txt``, which the layer
+    hash covers, so a changed wheel rebuilds the layer without hashing its bytes)."""
     folder = containers_dir() / layer
     files = {"Dockerfile": (folder / "Dockerfile").read_bytes()}
+    wheels: dict[str, Path] = {}
     if layer == "base":
         files["ca-certificates.crt"] = CA_BUNDLE.read_bytes() if CA_BUNDLE.is_file() else b""
     else:
         files["requirements.txt"] = "".join(f"{r}\n" for r in requirements).encode()
-    return files
+        wheels = _wheels(requirements)
+        lines = []
+        for name, path in sorted(wheels.items()):
+            st = path.stat()
+            lines.append(f"{name} {st.st_size} {st.st_mtime_ns}\n")
+        files["wheels/MANIFEST.txt"] = "".join(lines).encode()
+    return files, {f"wheels/{name}": path for name, path in wheels.items()}
+
+
+def _place(path: Path, target: Path) -> None:
+    """Put a wheel into the build context: a hard link when possible, else a copy."""
+    try:
+        os.link(path, target)
+    except OSError:
+        shutil.copyfile(path, target)
 
 
 def _image_id(client: Any, name: str) -> str | None:
@@ -89,7 +146,7 @@ def layer_hash(layer: str, files: dict[str, bytes], below: str) -> str:
 def build_layer(client: Any, layer: str, below: str, requirements: Sequence[str] = (), *,
                 no_cache: bool = False, progress: Progress | None = None) -> Layer:
     """Build (or find) one layer on top of the image ``below``."""
-    files = _context_files(layer, requirements)
+    files, wheels = _context_files(layer, requirements)
     below_id = _image_id(client, below) or below
     tag = f"rgym-{layer}:{layer_hash(layer, files, below_id)}"
     if not no_cache and _image_id(client, tag):
@@ -98,7 +155,10 @@ def build_layer(client: Any, layer: str, below: str, requirements: Sequence[str]
         return Layer(layer, tag, built=False)
     with tempfile.TemporaryDirectory(prefix=f"rgym-{layer}-") as ctx:
         for name, data in files.items():
+            (Path(ctx) / name).parent.mkdir(parents=True, exist_ok=True)
             (Path(ctx) / name).write_bytes(data)
+        for name, path in wheels.items():
+            _place(path, Path(ctx) / name)
         log: list[str] = []
         stream = client.api.build(path=ctx, tag=tag, buildargs={"BASE": below}, rm=True,
                                   forcerm=True, nocache=no_cache, decode=True,

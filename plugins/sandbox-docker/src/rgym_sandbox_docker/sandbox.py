@@ -42,6 +42,7 @@ from rgym_core.sandbox import (
     Sandbox,
     SandboxConfig,
     SandboxError,
+    SandboxFacts,
     WorkspaceLayout,
     truncate_output,
 )
@@ -97,14 +98,6 @@ def _merged(argv: list[str]) -> list[str]:
     """``argv`` with stderr sent to stdout inside the container: the engine carries
     the two on separate pipes and does not keep their relative order."""
     return ["sh", "-c", 'exec "$@" 2>&1', "sh", *argv]
-
-
-def _facts_type() -> Any:
-    try:
-        from rgym_core.sandbox import SandboxFacts  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return SandboxFacts
 
 
 class DockerSandbox(Sandbox):
@@ -596,26 +589,29 @@ class DockerSandbox(Sandbox):
 
     # -- the end ---------------------------------------------------------------------
 
-    def describe(self) -> Any:
-        """What the agent is told about its machine: memory, processes, workspace,
-        CPUs, GPUs, network (a typed ``SandboxFacts`` where the core has it)."""
+    def describe(self) -> SandboxFacts:
+        """What the agent is told about its machine: the container's memory, process
+        and workspace limits, CPUs, GPUs and network."""
         lim = self.limits
-        lines = lim.describe(self.storage)
-        gpus = self.config.gpus or (str(self.config.resources.gpus)
-                                    if self.config.resources.gpus else None)
-        facts: dict[str, Any] = {
-            "backend": "docker", "image": self.image, "user": AGENT,
-            "memory": f"{lim.memory_mb} MB (the container's limit)",
-            "memory_mb": lim.memory_mb, "cpus": lim.cpus or os.cpu_count(),
-            "pids": lim.pids, "disk_mb": lim.disk_mb, "storage": self.storage,
-            "network": self.config.network_enabled, "gpus": gpus,
-            "limits": lines,
-        }
-        facts_type = _facts_type()
-        if facts_type is not None:
-            with contextlib.suppress(Exception):
-                return _to_facts(facts_type, facts)
-        return facts
+        res = self.config.resources
+        gpus = self.config.gpus or (str(res.gpus) if res.gpus else None)
+        memory = f"{lim.memory_mb} MB (the container's limit, no swap)"
+        if self.storage == "tmpfs":
+            memory += "; files in the workspace and /tmp are held in memory and count against it"
+        gpu_count: int | None = None
+        if gpus and gpus.isdigit():
+            gpu_count = int(gpus)
+        elif gpus and gpus != "all":
+            gpu_count = len(gpus.split(","))
+        return SandboxFacts(
+            backend="docker", user=f"{AGENT} (uid {AGENT_UID}, no capabilities)",
+            cpus=lim.cpus or float(os.cpu_count() or 1), gpus=gpu_count,
+            network="bridge" if self.config.network_enabled else "none",
+            memory=memory, memory_limit_mb=lim.memory_mb, pids_limit=lim.pids,
+            disk_quota_mb=lim.disk_mb, isolation="container", image=self.image,
+            workspace=WORKSPACE,
+            extras={"storage": self.storage, "limits": lim.describe(self.storage),
+                    **({"gpu_devices": gpus} if gpus == "all" else {})})
 
     def cleanup(self) -> None:
         """Remove the container (every process in it dies). Safe to call twice."""
@@ -626,18 +622,6 @@ class DockerSandbox(Sandbox):
         lifecycle.untrack(self)
         if container is not None:
             _remove_quietly(container)
-
-
-def _to_facts(facts_type: Any, facts: dict[str, Any]) -> Any:
-    """Build the core's ``SandboxFacts`` from the fields it has."""
-    import attrs
-
-    names = {a.name for a in attrs.fields(facts_type)}
-    known = {k: v for k, v in facts.items() if k in names}
-    extra = {k: v for k, v in facts.items() if k not in names}
-    if "extra" in names:
-        known["extra"] = {**extra, **(known.get("extra") or {})}
-    return facts_type(**known)
 
 
 class _ChunkReader:
