@@ -7,13 +7,14 @@
 # No image registry is reachable in CI, so the base image is built from a
 # Debian bookworm rootfs made by debootstrap and loaded with `docker import`.
 # The rootfs tarball is cached (RGYM_ROOTFS_CACHE, default ~/.cache/rgym) so a
-# second machine setup only re-imports it.
+# second machine setup only re-imports it.  debootstrap uses its own default
+# mirror; RGYM_DEBIAN_MIRROR overrides it (a URL of a Debian archive).
 set -euo pipefail
 
 BASE_TAG="${RGYM_LOCAL_BASE:-rgym-local-base:latest}"
 CACHE_DIR="${RGYM_ROOTFS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rgym}"
 ROOTFS_TAR="$CACHE_DIR/bookworm-minbase-rootfs.tar"
-MIRROR="${RGYM_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+MIRROR=(${RGYM_DEBIAN_MIRROR:+"$RGYM_DEBIAN_MIRROR"})   # empty: debootstrap's default
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
@@ -60,7 +61,7 @@ if [ ! -s "$ROOTFS_TAR" ]; then
     rootfs="$(mktemp -d "$CACHE_DIR/rootfs.XXXXXX")"
     log "debootstrap bookworm into $rootfs (about 40 s)"
     $SUDO debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
-        bookworm "$rootfs" "$MIRROR" >"$CACHE_DIR/debootstrap.log" 2>&1 || {
+        bookworm "$rootfs" "${MIRROR[@]}" >"$CACHE_DIR/debootstrap.log" 2>&1 || {
         log "debootstrap failed; see $CACHE_DIR/debootstrap.log"; tail -n 20 "$CACHE_DIR/debootstrap.log" >&2; exit 1; }
     $SUDO tar -C "$rootfs" -cf "$ROOTFS_TAR.part" .
     mv "$ROOTFS_TAR.part" "$ROOTFS_TAR"

@@ -4,7 +4,9 @@ everywhere; the hostile-archive extractor is the core's, tested there)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -102,3 +104,22 @@ def test_render_output_caps_like_truncate_output() -> None:
     assert render_output(b"short\n", b"", 0, 1000) == ("short\n", False)
     assert render_output(data[:5000], data[5000:9000], 0, 1000) == \
         truncate_output(full[:9000], 1000)
+
+
+def test_docker_setup_names_no_mirror_host() -> None:
+    """.ci/docker-setup.sh leaves the mirror to debootstrap unless RGYM_DEBIAN_MIRROR says."""
+    import re
+
+    import rgym_core
+
+    script = (Path(rgym_core.__file__).resolve().parents[1] / ".ci" / "docker-setup.sh")
+    text = script.read_text()
+    assert not re.search(r"[a-z]+://", text), "a URL (a host name) is written in the script"
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("MIRROR=")]
+    show = f'{line}\nprintf "<%s>" "${{MIRROR[@]}}"; echo " ${{#MIRROR[@]}}"'
+    unset = subprocess.run(["bash", "-c", show], capture_output=True, text=True, check=True,
+                           env={"PATH": os.environ["PATH"]})
+    assert unset.stdout.strip().endswith(" 0")  # no mirror argument: debootstrap's default
+    given = subprocess.run(["bash", "-c", show], capture_output=True, text=True, check=True,
+                           env={"PATH": os.environ["PATH"], "RGYM_DEBIAN_MIRROR": "file:///m"})
+    assert given.stdout.strip() == "<file:///m> 1"
