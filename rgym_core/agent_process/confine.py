@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
+import json
 import logging
 import os
 import shutil
@@ -276,7 +277,24 @@ class LaunchPlan:
     lease: UidLease | None = None
     view: View | None = None
     scratch: str | None = None
+    #: Read end of bubblewrap's ``--info-fd`` (``{"child-pid": N}``: the sandbox's pid 1).
+    info_fd: int | None = None
     _closers: list[Any] = field(factory=list)
+
+    def sandbox_pid(self) -> int | None:
+        """The host pid of the sandbox's first process (killing it ends every process in
+        the sandbox), once bubblewrap reported it; None without bubblewrap."""
+        if self.info_fd is None:
+            return None
+        try:
+            os.set_blocking(self.info_fd, False)
+            data = os.read(self.info_fd, 4096)
+        except (BlockingIOError, OSError):
+            return None
+        try:
+            return int(json.loads(data.decode() or "{}").get("child-pid"))
+        except (ValueError, TypeError):
+            return None
 
     def release(self) -> None:
         """Free the uid (as root: kill whatever still runs under it) and the scratch folder."""
@@ -292,6 +310,12 @@ class LaunchPlan:
         if self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
+        if self.info_fd is not None:
+            try:
+                os.close(self.info_fd)
+            except OSError:
+                pass
+            self.info_fd = None
 
 
 def _limits(leased: bool) -> Limits:
@@ -352,11 +376,15 @@ def plan_launch(registry: Any, agent_distribution: str, *,
                     cmd.file(path, b"", mode=0o444)
             cmd.tmpfs(HOME, size_bytes=SCRATCH_MB << 20, mode=0o700)
             cmd.remount_ro("/")
+            info_r, info_w = os.pipe()
+            cmd.info_fd = info_w
             prepared_cm = cmd.prepare(child_command(), limits=limits)
             prepared = prepared_cm.__enter__()
-            plan = LaunchPlan(argv=prepared.argv, env={}, cwd="/", pass_fds=prepared.pass_fds,
-                              confinement=conf, lease=user, view=view)
+            plan = LaunchPlan(argv=prepared.argv, env={}, cwd="/",
+                              pass_fds=(*prepared.pass_fds, info_w), confinement=conf, lease=user,
+                              view=view, info_fd=info_r)
             plan._closers.append(lambda: prepared_cm.__exit__(None, None, None))
+            plan._closers.append(lambda: os.close(info_w))
             return plan
         # root without bubblewrap: a leased uid, no network, a private scratch folder
         assert user is not None

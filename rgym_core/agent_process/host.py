@@ -608,6 +608,9 @@ class ProcessAgent:
 
     def _terminate(self) -> None:
         proc = self._proc
+        sandbox_pid = self.plan.sandbox_pid()
+        if sandbox_pid is not None:  # the sandbox's pid 1: the kernel ends its whole namespace
+            _kill_and_wait(sandbox_pid)
         if proc is not None:
             if proc.poll() is None:
                 _kill_group(proc.pid)
@@ -652,8 +655,28 @@ def _kill_group(pid: int) -> None:
             pass
 
 
+def _kill_and_wait(pid: int, timeout: float = 5.0) -> None:
+    """SIGKILL ``pid`` (not our child) and wait until it is gone or a zombie."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.01)
+
+
 def _kill_plan(pid: int | None, plan: LaunchPlan) -> None:
     """Last resort (the agent was dropped without ``close``): kill and release."""
+    sandbox_pid = plan.sandbox_pid()
+    if sandbox_pid is not None:
+        _kill_and_wait(sandbox_pid, timeout=1.0)
     if pid is not None:
         _kill_group(pid)
     plan.release()

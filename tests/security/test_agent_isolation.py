@@ -336,6 +336,14 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting to be reaped has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 def test_ctrl_c_during_a_hanging_action_cancels_cleanly(evil_env: ChildEnv, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     proc = subprocess.Popen(
@@ -366,7 +374,7 @@ def test_ctrl_c_during_a_hanging_action_cancels_cleanly(evil_env: ChildEnv, tmp_
     result = json.loads(out)
     assert result["status"] == "cancelled"
     assert (Path(result["run_dir"]) / "result.json").is_file()
-    assert [p for p in agents if Path(f"/proc/{p}").exists()] == []
+    assert [p for p in agents if alive(p)] == []
 
 
 HOSTILE_SCRIPT = """
