@@ -52,8 +52,10 @@ COMMAND_ID_VAR = "RGYM_COMMAND_ID"
 _READ_SIZE = 1 << 16
 #: How long a timed-out command's shell gets to report after its processes are killed.
 SHELL_GRACE_S = 2.0
-#: How long ``run`` polls its pipes before it sleeps (adaptive spinning).
+#: How long ``run`` polls its pipes before it sleeps, when a CPU is idle (on a busy
+#: machine spinning takes the CPU the shell needs: then it sleeps at once).
 SPIN_S = 0.0002
+_SPIN_CHECK_EVERY = 128
 _REPORT = re.compile(r"^([0-9a-f]{32})\.([0-9]{1,3})$")
 
 
@@ -86,6 +88,8 @@ class ShellSession:
         self._poll: select.poll | None = None
         self._finished: dict[str, int] = {}
         self._tamper: list[str] = []
+        self._spin = 0.0
+        self._cpus = len(os.sched_getaffinity(0))
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -170,6 +174,8 @@ class ShellSession:
         if not self.alive():
             note = self.restart("the previous shell session ended")
         self.counter += 1
+        if self.counter % _SPIN_CHECK_EVERY == 1:
+            self._spin = SPIN_S if os.getloadavg()[0] < 0.75 * self._cpus else 0.0
         command_id = f"{self.sandbox_id}.{self.counter}"
         nonce = secrets.token_hex(16)
         line = (f"{COMMAND_ID_VAR}={command_id}; \\eval -- {quote(command)} </dev/null; "
@@ -229,7 +235,7 @@ class ShellSession:
         of the output ("eof") or the deadline ("timeout")."""
         fd, poll = self.out_fd, self._poll
         assert fd is not None and poll is not None
-        spin_until = time.perf_counter() + SPIN_S
+        spin_until = time.perf_counter() + self._spin
         while True:
             try:
                 chunk = os.read(fd, _READ_SIZE)
