@@ -34,6 +34,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from attrs import define, field
 
 from rgym_core import grader_protocol as gp
 from rgym_core.grader_kit._manager import COMMAND_TOKEN, WORKDIR_TOKEN
+from rgym_core.grader_kit.launcher import python_argv
 from rgym_core.isolation import BwrapCommand, bwrap_problem, find_bwrap, interpreter_paths, lease
 from rgym_core.isolation.users import UidLease, kill_uid_processes
 
@@ -231,6 +233,15 @@ def grader_environment(root: str, *, kind: str, seed: int | None,
     return env
 
 
+@functools.cache
+def _python_facts() -> dict[str, Any]:
+    """This interpreter's prefixes and site folders, for the fast launcher."""
+    import site
+
+    return {"prefix": sys.prefix, "exec_prefix": sys.exec_prefix,
+            "site_dirs": [d for d in site.getsitepackages() if os.path.isdir(d)]}
+
+
 def _worker_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ")}
     env.setdefault("LANG", "C.UTF-8")
@@ -247,10 +258,11 @@ def host_config(*, eval_root: Path, work_parent: Path, entry: str, kind: str, se
     """The supervisor's configuration for a grading on this machine, and the
     descriptors it must inherit (bubblewrap's data files), open for the block."""
     bwrap = confinement.bwrap
-    grader_argv = [sys.executable, "-s", f"{gp.GRADER_DIR}/{entry}"]
+    python = _python_facts()
+    grader_argv = python_argv(sys.executable, [f"{gp.GRADER_DIR}/{entry}"], **python)
     workers: dict[str, Any] = {
         "work_parent": str(work_parent), "submission": str(eval_root / gp.SUBMISSION_DIR),
-        "uid": worker_uid, "gid": worker_uid, "python": sys.executable,
+        "uid": worker_uid, "gid": worker_uid, "python": sys.executable, **python,
         "env": _worker_env(), "confined": confinement.confined,
     }
     config: dict[str, Any] = {
@@ -355,13 +367,14 @@ def run_on_host(*, eval_root: Path, work_parent: Path, entry: str, kind: str, se
     nonce = new_nonce()
     with contextlib.ExitStack() as stack:
         grader_uid = worker_uid = None
+        checked = threading.Event()
         if confinement.uids:
             # Under bubblewrap the uids cannot leave files in the host's shared temporary
             # folders, so their leases skip that sweep; the supervisor kills whatever
             # still runs under them, before and after the grading.
             clean = confinement.bwrap is None
-            grader_lease = stack.enter_context(_released(lease(clean=clean), clean))
-            worker_lease = stack.enter_context(_released(lease(clean=clean), clean))
+            grader_lease = stack.enter_context(_released(lease(clean=clean), clean, checked))
+            worker_lease = stack.enter_context(_released(lease(clean=clean), clean, checked))
             grader_uid, worker_uid = grader_lease.uid, worker_lease.uid
         config, fds = stack.enter_context(host_config(
             eval_root=eval_root, work_parent=work_parent, entry=entry, kind=kind, seed=seed,
@@ -372,20 +385,24 @@ def run_on_host(*, eval_root: Path, work_parent: Path, entry: str, kind: str, se
         code, output = _run(supervisor_argv(str(gp.supervisor_script())), proc_env,
                             timeout + BACKSTOP_S, fds)
         text, status = split_status(output, nonce)
+        if status.get("all_stopped"):
+            checked.set()  # the supervisor killed and checked both uids itself
         if code == 124 and not status:
             status = {"timed_out": True, "confined": confinement.confined}
         return SupervisedRun(code, text, status)
 
 
 @contextlib.contextmanager
-def _released(held: UidLease, clean: bool) -> Iterator[UidLease]:
-    """Hold a lease for the block; on release, kill what runs under the uid (always)
-    and sweep its temporary files (when ``clean``)."""
+def _released(held: UidLease, clean: bool, checked: threading.Event) -> Iterator[UidLease]:
+    """Hold a lease for the block; on release, kill what runs under the uid (unless
+    the supervisor reported it checked that nothing does) and sweep its temporary
+    files (when ``clean``)."""
     try:
         yield held
     finally:
         try:
-            kill_uid_processes(held.uid)
+            if not checked.is_set():
+                kill_uid_processes(held.uid)
         finally:
             held.release(clean=clean)
 

@@ -17,8 +17,8 @@ The runner copies this package into every evaluation folder as
 
 from __future__ import annotations
 
-from ._manager import Limits
 from .context import GradingContext, context, read_submission_file, write_error, write_scores
+from .limits import Limits
 from .protocol import EVAL_MOUNT, SCORES_FILE
 from .workers import (
     AgentCodeError,

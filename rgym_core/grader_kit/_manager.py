@@ -20,10 +20,12 @@ import signal
 import stat
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable, Mapping, Sequence, Set
+from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .launcher import python_argv
+from .limits import Limits
 from .protocol import ENV_WORKER_DIR
 
 PR_SET_PDEATHSIG = 1
@@ -33,33 +35,6 @@ CLONE_NEWNET = 0x40000000
 WORKDIR_TOKEN = "@WORKDIR@"
 COMMAND_TOKEN = "@COMMAND@"
 _COPY_CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Limits of one confined worker (and every process it starts).
-
-    ``wall_s``: wall-clock lifetime, then the worker is killed; ``memory_mb``: data
-    segment per process (``RLIMIT_DATA``: heap and anonymous memory), ``None`` for none;
-    ``pids``: processes and threads of the worker user (``RLIMIT_NPROC``);
-    ``cpu_s``: CPU seconds per process; ``file_mb``: largest file it may write;
-    ``open_files``: open file descriptors per process.
-    """
-
-    wall_s: float = 600.0
-    memory_mb: int | None = 2048
-    pids: int = 64
-    cpu_s: float | None = None
-    file_mb: int = 1024
-    open_files: int = 256
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Limits:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass
@@ -87,6 +62,11 @@ class ManagerConfig:
     template_fds: list[int] = field(default_factory=list)
     inside_dir: str | None = None
     python: str = "python3"
+    #: The environment's prefixes and site folders: ``"python"`` commands then start
+    #: through the fast launcher (:mod:`.launcher`); empty: plain ``python -s``.
+    prefix: str | None = None
+    exec_prefix: str | None = None
+    site_dirs: list[str] = field(default_factory=list)
     unshare_net: bool = False
     env: dict[str, str] = field(default_factory=dict)
     confined: bool = False
@@ -410,7 +390,8 @@ class WorkerManager:
             chown_tree(folder, cfg.uid, cfg.gid)
         command = list(argv)
         if command[0] == "python":
-            command = [cfg.python, "-s", *command[1:]]
+            command = python_argv(cfg.python, command[1:], prefix=cfg.prefix,
+                                  exec_prefix=cfg.exec_prefix, site_dirs=cfg.site_dirs)
         worker_env = {**cfg.env, "HOME": inside, "TMPDIR": os.path.join(inside, ".tmp"),
                       "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
                       "PYTHONHASHSEED": "0", ENV_WORKER_DIR: inside, **dict(env)}
@@ -495,12 +476,12 @@ class WorkerManager:
         if worker.killed_for is None:
             worker.killed_for = "grader"
 
-    def end_all(self, keep: set[int] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
-        """Kill every worker, every process of the worker uid and every other
-        descendant of this process except ``keep`` and their descendants; check that
-        none is left.  Returns ``{"ok": bool, "left": [pids]}``."""
+    def end_all(self, keep: Set[int] = frozenset(), also_uids: Set[int] = frozenset()) -> dict[str, Any]:
+        """Kill every worker, every process of the worker uid (and of ``also_uids``)
+        and every other descendant of this process except ``keep`` and their
+        descendants; check that none is left.  Returns ``{"ok": bool, "left": [pids]}``."""
         me = os.getpid()
-        uid = self.config.uid
+        uids = set(also_uids) | ({self.config.uid} if self.config.uid is not None else set())
         left: list[int] = []
         for attempt in range(400):
             table = process_table()
@@ -509,14 +490,13 @@ class WorkerManager:
                 if pid in table:
                     spared |= {pid} | descendants(pid, table)
             targets = descendants(me, table) - spared
-            if uid is not None:
-                targets |= {pid for pid, (_, owner) in table.items() if owner == uid}
+            targets |= {pid for pid, (_, owner) in table.items() if owner in uids}
             targets.discard(me)
             if not targets:
                 left = []
                 break
             left = sorted(targets)
-            if uid is not None:
+            for uid in uids:
                 kill_uid(uid)
             _kill(left)
             time.sleep(0.002 if attempt < 50 else 0.02)

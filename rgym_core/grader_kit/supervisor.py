@@ -20,7 +20,7 @@ it has started.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import select
@@ -28,24 +28,20 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 
 def _load_kit() -> tuple[ModuleType, ModuleType]:
-    """This kit's protocol and manager modules, whatever the kit's folder is called."""
-    here = Path(__file__).resolve().parent
+    """This kit's protocol and manager modules, whatever the kit's folder is called
+    (its ``__init__`` and the grader-side modules are not imported)."""
+    here = os.path.dirname(os.path.realpath(__file__))
     name = "_rgym_supervised_kit"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, here / "__init__.py", submodule_search_locations=[str(here)])
-        assert spec is not None and spec.loader is not None
-        package = importlib.util.module_from_spec(spec)
+        package = ModuleType(name)
+        package.__path__ = [here]
         sys.modules[name] = package
-        spec.loader.exec_module(package)
     return (importlib.import_module(f"{name}.protocol"), importlib.import_module(f"{name}._manager"))
 
 
@@ -227,12 +223,9 @@ def run_grading(config: dict[str, Any]) -> int:
     parent_sock.close()
     grader_done = time.monotonic()
     code = workers.exit_codes.get(grader.pid)
-    ended = workers.end_all()
     if guid is not None:
-        manager.kill_uid(int(guid))
-        ended_again = workers.end_all()
-        ended["ok"] = ended["ok"] and ended_again["ok"]
-        ended["left"] = sorted(set(ended["left"]) | set(ended_again["left"]))
+        manager.kill_uid(int(guid))  # anything the grader left running
+    ended = workers.end_all(also_uids={int(guid)} if guid is not None else set())
     grader.returncode = code if code is not None else -9
     sys.stdout.flush()
     _status(nonce, {"started": True, "confined": wcfg.confined, "timed_out": timed_out,
@@ -240,7 +233,7 @@ def run_grading(config: dict[str, Any]) -> int:
                     "requests": service.requests, "all_stopped": ended["ok"],
                     "left": ended["left"], "warnings": warnings,
                     "seconds": round(time.monotonic() - started, 3),
-                    "timings": {"setup_s": round(started - boot, 3),
+                    "timings": {"boot_at": round(boot, 3), "setup_s": round(started - boot, 3),
                                 "grader_s": round(grader_done - started, 3),
                                 "cleanup_s": round(time.monotonic() - grader_done, 3)}})
     if timed_out:
@@ -256,6 +249,8 @@ def _status(nonce: str, payload: dict[str, Any]) -> None:
 
 
 def run_serve(fd: int, submission: str | None) -> int:
+    import tempfile
+
     manager.set_subreaper()
     libc = manager._libc()
     libc.prctl(manager.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -22,19 +22,16 @@ import json
 import os
 import select
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import protocol as p
-from ._manager import Limits
+from .limits import Limits
 
 __all__ = ["Limits", "Worker", "WorkerResult", "FunctionWorker", "start_worker", "run_worker",
            "end_workers", "WorkerError", "AgentCodeError", "WorkerTimeout", "WorkerExited",
@@ -76,7 +73,7 @@ class ConfinementError(RuntimeError):
 
 
 class _Connection:
-    def __init__(self, sock: socket.socket, helper: subprocess.Popen[bytes] | None = None) -> None:
+    def __init__(self, sock: socket.socket, helper: Any = None) -> None:
         self.sock = sock
         self.helper = helper
         self.lock = threading.Lock()
@@ -107,6 +104,8 @@ def _connect() -> _Connection:
             sock = socket.socket(fileno=int(fd_text))
             _connection = _Connection(sock)
             return _connection
+        import subprocess
+
         from .context import context
 
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -152,8 +151,7 @@ def _file_fds(files: Mapping[str, FileSource]) -> tuple[list[str], list[int]]:
     try:
         for name, source in files.items():
             if isinstance(source, bytes):
-                fd, tmp = tempfile.mkstemp(prefix="rgym-input-")
-                os.unlink(tmp)
+                fd = os.memfd_create("rgym-input", os.MFD_CLOEXEC)
                 view = memoryview(source)
                 while view:
                     view = view[os.write(fd, view):]
@@ -582,8 +580,3 @@ class FunctionWorker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def format_exception_tail(exc: BaseException, lines: int = 6) -> str:
-    """The last lines of a traceback (for error messages)."""
-    return "".join(traceback.format_exception(exc)[-lines:]).strip()
