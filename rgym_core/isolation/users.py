@@ -27,7 +27,8 @@ bubblewrap user namespace, where it maps to the caller's own uid.
 A new lease (as root) first kills any process still running under the uid and
 removes what it left in ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (the leftovers of
 a holder that crashed), so the new holder starts clean; :meth:`UidLease.release`
-does the same when the holder is done.
+does the same when the holder is done, and marks the lock file so that the next
+lease can skip that work.
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ DEFAULT_POOL = range(61000, 62000)
 POOL_VAR = "RGYM_UID_POOL"
 #: Folders whose leftovers a leased uid's cleanup removes (entries owned by the uid).
 SHARED_TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+#: What a lock file says once its holder released the uid with nothing left behind.
+_CLEAN = b"released clean\n"
 
 
 class PoolExhausted(RuntimeError):
@@ -108,16 +113,22 @@ class UidLease:
     def active(self) -> bool:
         return self._fd is not None
 
-    def release(self, *, clean: bool = True) -> None:
+    def release(self, *, clean: bool = True, known_clean: bool = False) -> None:
         """Kill what still runs under the uid, remove its leftovers in the shared
-        temporary folders (as root, when ``clean``), then free the uid.  Safe to
-        call twice."""
+        temporary folders (as root, when ``clean``), then free the uid.  Pass
+        ``known_clean`` when nothing of the uid can have outlived its holder (it only
+        ran inside a pid namespace that is gone): the next lease then skips the
+        sweep.  Safe to call twice."""
         if self._fd is None:
             return
         try:
             if clean and self.privileged:
                 kill_uid_processes(self.uid)
                 sweep_uid_files(self.uid)
+                known_clean = True
+            if known_clean:
+                os.ftruncate(self._fd, 0)
+                os.pwrite(self._fd, _CLEAN, 0)
         finally:
             os.close(self._fd)
             self._fd = None
@@ -161,10 +172,11 @@ def lease(pool: range | None = None, *, lock_dir: Path | None = None,
         except BaseException:
             os.close(fd)
             raise
+        previous = os.pread(fd, 64, 0)
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         held = UidLease(uid=uid, gid=uid, privileged=privileged, lock_path=path, fd=fd)
-        if privileged and clean:
+        if privileged and clean and previous != _CLEAN:
             try:
                 kill_uid_processes(uid)
                 sweep_uid_files(uid)

@@ -158,6 +158,7 @@ class Confinement:
         self.keeper_pid: int | None = None
         self.pid_ns: int | None = None
         self._ns_flags: list[str] = []
+        self._ended_cleanly = False
         self._control_fd: int | None = None
         self._errors: Any = None
         self.network = bool(config.network_enabled)
@@ -449,9 +450,7 @@ class Confinement:
                 except subprocess.TimeoutExpired:
                     self.keeper.kill()
                     self.keeper.wait()
-            if self.pid_ns is not None:  # nsenter'ed stragglers (normally already gone)
-                ns = self.pid_ns
-                procs.kill_matching(lambda p: procs.pid_namespace(p) == ns)
+            self._ended_cleanly = self.keeper is not None and self.keeper.poll() is not None
         elif self.mode == MODE_UID:
             kill_uid_processes(self.uid)
         else:
@@ -477,5 +476,10 @@ class Confinement:
             self._errors.close()
             self._errors = None
         if self.lease is not None:
-            self.lease.release()
+            if self.mode == MODE_BUBBLEWRAP:
+                # Its processes lived only in the pid namespace (gone), its files only
+                # in the workspace and the sandbox's own tmpfs (gone).
+                self.lease.release(clean=False, known_clean=self._ended_cleanly)
+            else:
+                self.lease.release()
             self.lease = None
