@@ -201,7 +201,7 @@ def _is_named_user(uid: int) -> bool:
 
 
 def uid_processes(uid: int) -> list[int]:
-    """Live processes whose real uid is ``uid``."""
+    """Live (not zombie) processes whose real uid is ``uid``."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -211,9 +211,12 @@ def uid_processes(uid: int) -> list[int]:
                 status = f.read()
         except OSError:
             continue
+        state = b""
         for line in status.splitlines():
-            if line.startswith(b"Uid:"):
-                if int(line.split()[1]) == uid:
+            if line.startswith(b"State:"):
+                state = line.split()[1]
+            elif line.startswith(b"Uid:"):
+                if int(line.split()[1]) == uid and state not in (b"Z", b"X"):
                     found.append(int(name))
                 break
     return found
