@@ -130,7 +130,7 @@ def test_bwrap_sandbox_runs_as_the_leased_uid(tmp_path: Path) -> None:
             "HOME": "/w", "PATH": "/usr/bin:/bin"})
         cmd.tmpfs("/tmp").system().bind(work, "/w").file("/w/in.txt", b"data").remount_ro("/")
         began = time.monotonic()
-        with cmd.prepare(["/bin/sh", "-c", "id -u; cat in.txt; echo out > made.txt; "
+        with cmd.prepare(["/bin/sh", "-c", "id -u; cat in.txt; echo; echo out > made.txt; "
                           "ls /root 2>&1; test -w / || echo ro"]) as prepared:
             proc = subprocess.run(prepared.argv, pass_fds=prepared.pass_fds,
                                   capture_output=True, text=True, timeout=60)
