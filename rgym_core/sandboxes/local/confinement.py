@@ -26,6 +26,7 @@ workspace quota) and, where the task or ``--memory`` asks, memory per process.
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import os
@@ -292,9 +293,16 @@ class Confinement:
                            chdir=SANDBOX_WORKSPACE, as_pid_1=True, info_fd=info_w,
                            disable_userns=False, dev=False)
         cmd.minimal_dev()
+        if self.config.gpus is None or self.config.gpus.strip() not in ("0", ""):
+            # GPUs (NVIDIA's device nodes; DRI render nodes): bound when present.
+            for node in sorted(glob.glob("/dev/nvidia*")) + (["/dev/dri"] if
+                                                              os.path.isdir("/dev/dri") else []):
+                cmd.dev_bind(node)
         for folder in ("/tmp", "/var/tmp", "/dev/shm"):  # first: a venv under /tmp stays visible
             cmd.tmpfs(folder, size_bytes=size)
         cmd.system()
+        # CPU topology and device information that numerical libraries read.
+        cmd.ro_bind("/sys", missing_ok=True)
         cmd.bind(self.host_workspace, SANDBOX_WORKSPACE)
         for mount, public in datasets.items():
             cmd.ro_bind(public, f"{SANDBOX_WORKSPACE}/{mount}")
