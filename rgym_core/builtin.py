@@ -22,11 +22,12 @@ if TYPE_CHECKING:
 @hookimpl
 def rgym_register_sandboxes() -> list[SandboxSpec]:
     from rgym_core.sandbox import SandboxSpec
-    from rgym_core.sandboxes.local import LocalSandbox
+    from rgym_core.sandboxes.local import LocalSandbox, describe_limits
 
     return [SandboxSpec(name="rgym/local", factory=LocalSandbox,
-                        description="a workspace folder on this machine with a persistent bash "
-                                    "session; an unprivileged user when run as root")]
+                        description="a workspace on this machine with a persistent bash session, "
+                                    "under bubblewrap and a leased uid where available",
+                        limits=describe_limits)]
 
 
 @hookimpl

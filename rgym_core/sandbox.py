@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 from attrs import define, field
 
 from rgym_core.sandboxes.output import truncate_output
@@ -95,7 +96,7 @@ class SandboxFacts:
 
     def items(self) -> list[tuple[str, Any]]:
         """``(name, value)`` of every fact that is set (extras included)."""
-        out = [(f.name, getattr(self, f.name)) for f in self.__attrs_attrs__  # type: ignore[attr-defined]
+        out = [(f.name, getattr(self, f.name)) for f in attrs.fields(type(self))
                if f.name != "extras"]
         out += list(self.extras.items())
         return [(k, v) for k, v in out if v not in (None, (), [], {}, "")]
@@ -238,9 +239,15 @@ class Sandbox(abc.ABC):
 @define(frozen=True)
 class SandboxSpec:
     """A registered sandbox backend, named ``pack/name`` (``rgym/local``);
-    ``--sandbox local`` finds it by the part after the slash when unambiguous."""
+    ``--sandbox local`` finds it by the part after the slash when unambiguous.
+
+    ``limits``, when given, says what the backend would enforce for a task's
+    resources and the sandbox options: ``limits(resources, options)`` returns one
+    line per limit (``{"memory": "8192 MB (default), no swap beyond it", ...}``)
+    for ``rgym show``."""
 
     name: str
     factory: Callable[[SandboxConfig], Sandbox]
     description: str = ""
     isolated_grading: bool = False
+    limits: Callable[[Resources, dict[str, Any]], dict[str, str]] | None = None

@@ -303,7 +303,8 @@ class _Extractor:
             # regions one after the other for a sparse entry, else the whole file.
             source: IO[bytes] = tar.fileobj  # type: ignore[assignment]
             source.seek(member.offset_data)
-            regions = member.sparse if member.sparse is not None else [(0, member.size)]
+            sparse: list[tuple[int, int]] | None = member.sparse  # type: ignore[assignment]
+            regions = sparse if sparse is not None else [(0, member.size)]
             for offset, size in regions:
                 if offset + size > member.size:
                     raise WorkspaceExportError(errno.EIO, "corrupt sparse entry", str(path))

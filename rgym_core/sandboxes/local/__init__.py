@@ -23,9 +23,14 @@ from rgym_core.sandboxes.local.confinement import (
     SANDBOX_WORKSPACE,
 )
 from rgym_core.sandboxes.local.sandbox import LocalSandbox
-from rgym_core.sandboxes.local.settings import unenforced_settings, visible_devices
+from rgym_core.sandboxes.local.settings import (
+    describe_limits,
+    unenforced_settings,
+    visible_devices,
+)
 from rgym_core.sandboxes.local.shell import COMMAND_ID_VAR
 
 __all__ = ["COMMAND_ID_VAR", "DEFAULT_PIDS", "MODE_BUBBLEWRAP", "MODE_NONE", "MODE_UID",
-           "SANDBOX_ID_VAR", "SANDBOX_WORKSPACE", "LocalSandbox", "unenforced_settings",
+           "SANDBOX_ID_VAR", "SANDBOX_WORKSPACE", "LocalSandbox", "describe_limits",
+           "unenforced_settings",
            "visible_devices"]

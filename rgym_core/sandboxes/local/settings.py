@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from rgym_core.sandbox import SandboxConfig
+from rgym_core.specs import Resources
 
 
 def visible_devices(gpus: str | None) -> str | None:
@@ -47,3 +51,33 @@ def unenforced_settings(config: SandboxConfig, *, network_isolated: bool = False
         found.append(f"{source} {image} is not used by the local sandbox: commands run on "
                      f"this machine with {sys.executable} (use {docker} to run in the image)")
     return [f"rgym/local: {line}" for line in found]
+
+
+def describe_limits(resources: Resources, options: Mapping[str, Any]) -> dict[str, str]:
+    """What the local sandbox enforces for a task's ``resources`` on this machine,
+    one line per limit (``SandboxSpec.limits``, shown by ``rgym show``)."""
+    from rgym_core.isolation import bwrap_problem
+    from rgym_core.sandboxes.local.confinement import DEFAULT_PIDS
+
+    problem = bwrap_problem() if str(options.get("bubblewrap", "auto")).lower() not in (
+        "0", "false", "no", "off") else "turned off"
+    root = os.geteuid() == 0
+    if problem is None:
+        isolation = ("bubblewrap, a uid leased for the episode" if root
+                     else "bubblewrap in a user namespace")
+        network = "allowed (host)" if resources.network else "none (loopback only)"
+    else:
+        isolation = (f"a uid leased for the episode, no namespaces ({problem})" if root
+                     else f"none: your own user ({problem})")
+        network = "not enforced (host)"
+    pids = resources.pids or int(options.get("pids_default", DEFAULT_PIDS))
+    return {
+        "isolation": isolation,
+        "processes": f"{pids}{'' if resources.pids else ' (default)'} for the episode",
+        "memory": (f"{resources.memory_mb} MB per process" if resources.memory_mb
+                   else "not limited"),
+        "workspace": f"{resources.disk_mb} MB (copy-out quota; also the largest file)",
+        "network": network,
+        "cpus": "not limited" if resources.cpus is None else
+                f"{resources.cpus:g} asked, not enforced by the local sandbox",
+    }
