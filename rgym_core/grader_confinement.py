@@ -43,7 +43,7 @@ from attrs import define, field
 
 from rgym_core import grader_protocol as gp
 from rgym_core.grader_kit._manager import COMMAND_TOKEN, WORKDIR_TOKEN
-from rgym_core.grader_kit.launcher import python_argv
+from rgym_core.grader_kit.launcher import ENV_FILE_VAR, python_argv
 from rgym_core.isolation import BwrapCommand, bwrap_problem, find_bwrap, interpreter_paths, lease
 from rgym_core.isolation.users import UidLease, kill_uid_processes
 
@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 BACKSTOP_S = 30.0
 #: The descriptor number of the grader's end of the supervisor's control socket.
 CONTROL_FD = 99
+#: Where the grader's environment file appears in its bubblewrap sandbox.
+GRADER_ENV_FILE = "/run/rgym/grader-env.json"
 _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "SYSTEMROOT", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE",
              "OPENBLAS_L2_SIZE", "MKL_NUM_THREADS")
 
@@ -276,8 +278,14 @@ def host_config(*, eval_root: Path, work_parent: Path, entry: str, kind: str, se
             inside = grader_environment(gp.EVAL_MOUNT, kind=kind, seed=seed, extra=env)
             inside.update({gp.ENV_SUPERVISOR_FD: str(CONTROL_FD),
                            gp.ENV_CONFINED: "1" if confinement.confined else "0"})
-            grader = stack.enter_context(grader_command(bwrap, eval_root=eval_root, uid=grader_uid,
-                                                        env=inside).prepare(grader_argv))
+            # Only what the interpreter reads at start-up goes on bubblewrap's command
+            # line; the rest (the seed...) reaches the grader in a data file.
+            startup = {k: v for k, v in inside.items()
+                       if k.startswith("PYTHON") or k in ("PATH", "HOME", "LANG", "LC_ALL")}
+            startup[ENV_FILE_VAR] = GRADER_ENV_FILE
+            command = grader_command(bwrap, eval_root=eval_root, uid=grader_uid, env=startup)
+            command.file(GRADER_ENV_FILE, json.dumps(inside), mode=0o444)
+            grader = stack.enter_context(command.prepare(grader_argv))
             template = stack.enter_context(worker_command(bwrap, uid=worker_uid)
                                            .prepare([COMMAND_TOKEN]))
             config.update({"grader_argv": grader.argv, "grader_env": {}, "grader_cwd": "/",

@@ -15,11 +15,22 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+#: An environment variable naming a JSON file of more environment variables, which the
+#: launcher adds before running the program (so values such as the grading seed never
+#: appear on a command line, which every user of the machine can read).
+ENV_FILE_VAR = "RGYM_LAUNCH_ENV_FILE"
+
 LAUNCHER = r'''
 import sys
 def _rgym_launch():
+    import os
     prefix, exec_prefix, dirs = sys.argv[1:4]
     args = sys.argv[4:]
+    env_file = os.environ.pop("RGYM_LAUNCH_ENV_FILE", None)
+    if env_file:
+        import json
+        with open(env_file) as fh:
+            os.environ.update(json.load(fh))
     sys.prefix, sys.exec_prefix = prefix, exec_prefix
     for folder in dirs.split(":"):
         if folder and folder not in sys.path:
@@ -39,7 +50,7 @@ def _rgym_launch():
         sys.argv = [args[1], *args[2:]]
         runpy.run_module(args[1], run_name="__main__", alter_sys=True)
     else:
-        import os, runpy
+        import runpy
         sys.argv = list(args)
         sys.path[0] = os.path.dirname(os.path.abspath(args[0]))
         runpy.run_path(args[0], run_name="__main__")
