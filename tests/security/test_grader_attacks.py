@@ -471,6 +471,39 @@ def test_a_worker_has_no_network(tmp_path: Path, token: str) -> None:
     assert not accepted
 
 
+def test_the_seed_is_on_no_command_line(tmp_path: Path, token: str) -> None:
+    """Every process of the machine can read every command line: the grading seed
+    (and the supervisor's secrets) must never be on one, at any moment of a grading."""
+    seed = int(uuid.uuid4().int % 10**15) + 10**15
+    needle = str(seed).encode()
+    seen: list[bytes] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            for name in os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{name}/cmdline", "rb") as fh:
+                        data = fh.read()
+                except OSError:
+                    continue
+                if needle in data:
+                    seen.append(data[:200])
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    source = "import time\ndef f():\n    time.sleep(1)\n    return 1\n"
+    try:
+        record = grade(worker_task(tmp_path), tmp_path, {"mod.py": source}, seed=seed,
+                       env={"GRD_TOKEN": token})
+    finally:
+        stop.set()
+        thread.join()
+    assert record.valid, record.error
+    assert seen == []
+
+
 SITE_HOOK = r'''
 import json, os
 scores = os.environ.get("RGYM_SCORES_FILE")
