@@ -448,7 +448,9 @@ class Confinement:
         """Kill every process of the episode."""
         if self.mode == MODE_BUBBLEWRAP:
             if self.keeper_pid is not None:
-                procs.kill(self.keeper_pid)
+                procs.kill(self.keeper_pid)  # pid 1: the whole namespace goes with it
+            if self.keeper is not None and self.keeper.poll() is None:
+                procs.kill(self.keeper.pid)  # bwrap itself: nothing left to wait for
             if self._control_fd is not None:
                 os.close(self._control_fd)
                 self._control_fd = None
