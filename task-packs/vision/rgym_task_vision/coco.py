@@ -126,9 +126,10 @@ def _load_captions(part: Part, rel: str) -> dict[int, dict[str, Any]]:
     where = f"{part.describe()}/{rel}" if part.zip_path is None else f"{part.zip_path}!{rel}"
     try:
         data = json.loads(part.read(rel))
-        images = {int(im["id"]): {"file_name": str(im["file_name"]), "width": int(im["width"]),
-                                  "height": int(im["height"]), "captions": []}
-                  for im in data["images"]}
+        images: dict[int, dict[str, Any]] = {
+            int(im["id"]): {"file_name": str(im["file_name"]), "width": int(im["width"]),
+                            "height": int(im["height"]), "captions": []}
+            for im in data["images"]}
         for ann in data["annotations"]:
             entry = images.get(int(ann["image_id"]))
             if entry is None:
@@ -141,7 +142,7 @@ def _load_captions(part: Part, rel: str) -> dict[int, dict[str, Any]]:
                            f"expected 'images' (id, file_name, width, height) and "
                            f"'annotations' (image_id, caption)") from None
     for entry in images.values():
-        name = entry["file_name"]
+        name = str(entry["file_name"])
         if "/" in name or "\\" in name or name in ("", ".", ".."):
             raise DatasetError(f"{where}: image file name {name!r} is not a plain file name")
     return {k: v for k, v in images.items() if v["captions"]}
