@@ -64,15 +64,20 @@ def _kit():
 
 def run_python(submission: Path, script: str, files: dict[str, Path | bytes], outputs: list[str], *,
                wall_s: float = 600.0, memory_mb: int = 8192, pids: int = 256,
-               max_output_bytes: int = 512 << 20) -> Outcome:
+               max_output_bytes: int = 512 << 20, with_submission: bool = True) -> Outcome:
     """Run ``python <script>`` (``script`` is one of ``files``) in a copy of ``submission``
-    with ``files`` placed on top; return ``outputs``."""
+    with ``files`` placed on top; return ``outputs``.
+
+    ``with_submission=False`` starts from an empty folder holding only ``files``: for
+    graders that run their own code on agent-made *data* (a vocabulary, a checkpoint),
+    so that no module the agent wrote can shadow an import."""
     kit = _kit()
     if kit is not None and hasattr(kit, "run_worker"):
         limits = kit.Limits(wall_s=wall_s, memory_mb=memory_mb, pids=pids)
         try:
             res = kit.run_worker(["python", script], files=files, outputs=outputs, limits=limits,
-                                 max_output_bytes=max_output_bytes, name="your code")
+                                 max_output_bytes=max_output_bytes, name="your code",
+                                 with_submission=with_submission)
         except kit.WorkerError as exc:
             return Outcome(exit_code=1, timed_out=isinstance(exc, kit.WorkerTimeout),
                            output_tail=str(exc))
@@ -81,7 +86,7 @@ def run_python(submission: Path, script: str, files: dict[str, Path | bytes], ou
                        timed_out=res.timed_out, output_tail=tail, files=dict(res.files),
                        confined=bool(kit.context().confined))
     return _fallback(submission, script, files, outputs, wall_s=wall_s, memory_mb=memory_mb,
-                     pids=pids, max_output_bytes=max_output_bytes)
+                     pids=pids, max_output_bytes=max_output_bytes, with_submission=with_submission)
 
 
 def write_result(payload: dict) -> None:
@@ -141,11 +146,13 @@ def _read_output(folder: Path, name: str, limit: int) -> bytes | None:
 
 
 def _fallback(submission: Path, script: str, files: dict[str, Path | bytes], outputs: list[str], *,
-              wall_s: float, memory_mb: int, pids: int, max_output_bytes: int) -> Outcome:
+              wall_s: float, memory_mb: int, pids: int, max_output_bytes: int,
+              with_submission: bool = True) -> Outcome:
     root = os.geteuid() == 0
     work = Path(tempfile.mkdtemp(prefix="rgym-worker-"))
     try:
-        _copy_submission(submission, work)
+        if with_submission:
+            _copy_submission(submission, work)
         for name, content in files.items():
             target = work / name
             target.parent.mkdir(parents=True, exist_ok=True)

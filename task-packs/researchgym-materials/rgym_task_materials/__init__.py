@@ -1,0 +1,1 @@
+"""ResearchGym's materials-tokenization task (MATTER, ACL 2025) as an rgym pack."""

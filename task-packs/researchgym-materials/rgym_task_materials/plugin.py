@@ -1,0 +1,22 @@
+"""The rgym plugin of the materials-tokenization pack.  Imports nothing heavy: torch,
+transformers and tokenizers are imported when data are prepared or graded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rgym_researchgym.pack import researchgym_task
+
+from rgym_core import DatasetSpec, TaskSpec, hookimpl, load_dataset
+
+HERE = Path(__file__).parent
+
+
+@hookimpl
+def rgym_register_tasks() -> list[TaskSpec]:
+    return [researchgym_task(HERE / "tasks" / "materials-tokenization", "materials-tokenization")]
+
+
+@hookimpl
+def rgym_register_datasets() -> list[DatasetSpec]:
+    return [load_dataset(p) for p in sorted((HERE / "datasets").glob("*.yaml"))]
