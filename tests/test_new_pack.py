@@ -17,8 +17,12 @@ def test_new_pack_installs_checks_and_tests(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stderr
     pack = tmp_path / "rgym-task-my-tasks"
     assert (pack / "rgym_task_my_tasks" / "tasks" / "fit-line" / "task.yaml").is_file()
-    env = ChildEnv.create(tmp_path / "venv")
-    env.pip("install", "--no-deps", "--no-build-isolation", str(pack))
+    with ChildEnv.temporary() as env:  # episodes run in it: not under pytest's private /tmp
+        env.pip("install", "--no-deps", "--no-build-isolation", str(pack))
+        _check_installed(env, pack, tmp_path)
+
+
+def _check_installed(env: ChildEnv, pack: Path, tmp_path: Path) -> None:
     rows = {r["name"]: r for r in run_json("list", "tasks", python=env.python, cwd=tmp_path)}
     assert rows["my-tasks/fit-line"]["distribution"] == "rgym-task-my-tasks"
     assert rows["my-tasks/fit-line"]["profiles"] == ["quick", "full"]

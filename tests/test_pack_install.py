@@ -9,6 +9,7 @@ environment running them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def child(tmp_path_factory: pytest.TempPathFactory) -> ChildEnv:
-    return ChildEnv.create(tmp_path_factory.mktemp("pack-install") / "venv")
+def child() -> Iterator[ChildEnv]:
+    with ChildEnv.temporary() as env:  # episodes run in it: not under pytest's private /tmp folder
+        yield env
 
 
 def task_names(env: ChildEnv) -> dict[str, str]:

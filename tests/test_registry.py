@@ -127,29 +127,38 @@ def test_pip_installed_plugin_with_argument_subsets_and_wrappers(tmp_path_factor
     """A plugin installed with pip: a wrapper around everyone's tasks, a broken hook (one
     warning naming its distribution, everything else works), lifecycle hooks naming a
     subset of the arguments, ``tryfirst`` and a wrapper, seen in a real episode."""
-    import json
     from pathlib import Path
 
-    from rgym_core.testing import run_cli
     from rgym_core.testing.venvs import ChildEnv
 
     repo = Path(__file__).resolve().parents[1]
     root = tmp_path_factory.mktemp("observer")
-    env = ChildEnv.create(root / "venv")
     source = root / "observer_plugin"
     import shutil
 
     shutil.copytree(repo / "tests" / "observer_plugin", source)
-    env.pip("install", "--no-deps", "--no-build-isolation", "--no-index", str(source))
-    listed = run_cli("--plugins", "observer", "list", "tasks", "--json", python=env.python, cwd=root)
+    with ChildEnv.temporary() as env:  # an episode runs in it: not under pytest's private /tmp
+        env.pip("install", "--no-deps", "--no-build-isolation", "--no-index", str(source))
+        _observe(env, root)
+
+
+def _observe(env: object, root: object) -> None:
+    import json
+    from pathlib import Path
+
+    from rgym_core.testing import run_cli
+
+    python = env.python  # type: ignore[attr-defined]
+    root = Path(str(root))
+    listed = run_cli("--plugins", "observer", "list", "tasks", "--json", python=python, cwd=root)
     assert listed.returncode == 0, listed.stderr
     rows = {r["name"]: r for r in json.loads(listed.stdout)}
     assert rows["rgym/demo"]["distribution"] == "rgym-core"  # still credited to the core
-    shown = run_cli("--plugins", "observer", "show", "rgym/demo", "--json", python=env.python, cwd=root)
+    shown = run_cli("--plugins", "observer", "show", "rgym/demo", "--json", python=python, cwd=root)
     assert "observed" in json.loads(shown.stdout)["tags"]
     log = root / "observer.jsonl"
     run = run_cli("--plugins", "observer", "run", "rgym/demo", "--runs-dir", str(root / "runs"), "--quiet",
-                  python=env.python, cwd=root, env={"RGYM_OBSERVER_LOG": str(log)})
+                  python=python, cwd=root, env={"RGYM_OBSERVER_LOG": str(log)})
     assert run.returncode == 0, run.stdout + run.stderr
     broken = [line for line in run.stderr.splitlines() if "broken on purpose" in line]
     assert len(broken) == 1 and "rgym-observer-example" in broken[0], run.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,14 +25,13 @@ EXAMPLE = Path(__file__).resolve().parent / "example_agent"
 
 
 @pytest.fixture(scope="module")
-def example_env(tmp_path_factory: pytest.TempPathFactory) -> ChildEnv:
+def example_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChildEnv]:
     """A virtual environment holding ``rgym-agent-example``."""
-    root = tmp_path_factory.mktemp("third-party")
-    source = root / "example_agent"  # build from a copy: the checkout stays clean
+    source = tmp_path_factory.mktemp("third-party") / "example_agent"  # build from a copy
     shutil.copytree(EXAMPLE, source)
-    env = ChildEnv.create(root / "venv")
-    env.pip("install", "--no-deps", "--no-build-isolation", "--no-index", str(source))
-    return env
+    with ChildEnv.temporary() as env:  # an episode runs in it: not under pytest's private /tmp
+        env.pip("install", "--no-deps", "--no-build-isolation", "--no-index", str(source))
+        yield env
 
 
 def test_the_installed_package_registers_its_agent(example_env: ChildEnv) -> None:

@@ -18,12 +18,16 @@ uninstalling it touches only the child::
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import site
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 
 from attrs import define
@@ -67,6 +71,28 @@ class ChildEnv:
         lines = "".join(f"import site; site.addsitedir({d!r})\n" for d in parent_site_dirs())
         (env.site_packages / PTH_NAME).write_text(lines)
         return env
+
+    @classmethod
+    @contextlib.contextmanager
+    def temporary(cls, prefix: str = "rgym-test-venv-") -> Iterator[ChildEnv]:
+        """A child environment in a new folder that other users can traverse and that
+        is not under ``/tmp``, removed afterwards.
+
+        Episodes run agents and graders as other, unprivileged users, inside sandboxes
+        that put their own ``/tmp`` over the host's: the interpreter they start must be
+        readable by those users and visible there.  pytest's ``tmp_path`` is neither
+        (``/tmp/pytest-of-USER`` is mode 0700), so tests that run episodes in a child
+        environment use this.  The folder is made under ``RGYM_TEST_VENV_DIR``, else
+        ``/var/tmp``.
+        """
+        base = Path(os.environ.get("RGYM_TEST_VENV_DIR") or "/var/tmp")
+        base.mkdir(parents=True, exist_ok=True)
+        root = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+        os.chmod(root, 0o755)
+        try:
+            yield cls.create(root / "venv")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
 
     def pip(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         """``pip ARGS`` into this environment (raises ``CalledProcessError`` with the output)."""
