@@ -305,6 +305,10 @@ def check_baseline(task: TaskSpec, report: PackReport, where: str, *, data_dir: 
     if baseline is None or (not baseline.scores and not baseline.command):
         report.add(where, True, "no baseline recorded: nothing to run", skipped=True)
         return
+    if task.resources.gpus and visible_gpus() < task.resources.gpus:
+        report.add(where, True, f"baseline not run: it needs {task.resources.gpus} GPU(s) and this "
+                   f"machine has {visible_gpus()}", skipped=True)
+        return
     from rgym_core.registry import RegistryError, load_registry
     from rgym_core.runner import RunConfig, RunError, run_episode
 
@@ -356,6 +360,21 @@ def check_baseline(task: TaskSpec, report: PackReport, where: str, *, data_dir: 
     unknown = sorted(set(scores) - {m.name for m in task.metrics})
     if unknown:
         report.add(where, False, f"the grader reports metrics the spec does not list: {', '.join(unknown)}")
+
+
+def visible_gpus() -> int:
+    """The NVIDIA GPUs this machine shows (``nvidia-smi -L``), 0 without the tool."""
+    import shutil
+    import subprocess
+
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return 0
+    try:
+        done = subprocess.run([tool, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in done.stdout.splitlines() if line.startswith("GPU "))
 
 
 def _tail(text: str, lines: int = 6) -> str:

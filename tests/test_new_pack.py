@@ -69,3 +69,15 @@ def test_check_pack_catches_what_it_promises(tmp_path: Path, edit: str) -> None:
                    *(["--fast"] if fast else []), cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert expected in proc.stdout.replace("\n", " "), proc.stdout
+
+
+def test_check_pack_skips_a_profile_that_needs_a_gpu(tmp_path: Path) -> None:
+    assert run_cli("new-pack", "g", cwd=tmp_path).returncode == 0
+    task = tmp_path / "rgym-task-g" / "rgym_task_g" / "tasks" / "example" / "task.yaml"
+    task.write_text(task.read_text().replace("    budget: {max_steps: 50, time_limit_s: 3600}",
+                                             "    budget: {max_steps: 50, time_limit_s: 3600}\n"
+                                             "    resources: {gpus: 8}"))
+    proc = run_cli("check-pack", str(tmp_path / "rgym-task-g"), "--profile", "full", cwd=tmp_path,
+                   env={"PATH": "/usr/bin:/bin"})  # no nvidia-smi: no GPU
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "baseline not run: it needs 8 GPU(s) and this machine has 0" in proc.stdout.replace("\n", " ")
