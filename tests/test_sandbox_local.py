@@ -362,7 +362,8 @@ def test_copy_out_while_a_file_grows(make_sandbox, tmp_path: Path) -> None:
     copy_out succeeds (the archive of a run with a background job writing its log)."""
     box = make_sandbox()
     assert box.run("mkdir d && head -c 5000000 /dev/zero > d/a.bin").exit_code == 0
-    box.run("(while :; do echo line >> d/z.log; done) >/dev/null 2>&1 &")
+    box.run("(while :; do echo line >> d/z.log; done) >/dev/null 2>&1 & "
+            "until [ -s d/z.log ]; do sleep 0.05; done")
     for i in range(5):
         box.copy_out("d", tmp_path / f"copy{i}")
         assert (tmp_path / f"copy{i}" / "a.bin").stat().st_size == 5_000_000
