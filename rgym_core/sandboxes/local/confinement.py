@@ -311,8 +311,8 @@ class Confinement:
         cmd.ro_bind(self.host_shell, f"{RGYM_DIR}/bash")
         cmd.remount_ro("/dev")
         cmd.remount_ro("/")
-        keeper = [*self.limits.prlimit_argv(), sys.executable, "-I", "-S", "-c", KEEPER,
-                  str(control_r), str(ready_w)]
+        # The keeper forks nothing: the limits go on each agent process (see command()).
+        keeper = [sys.executable, "-I", "-S", "-c", KEEPER, str(control_r), str(ready_w)]
         self._errors = tempfile.TemporaryFile()
         try:
             with cmd.prepare(keeper) as prepared:
