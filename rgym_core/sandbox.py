@@ -193,7 +193,10 @@ class Sandbox(abc.ABC):
 
     @abc.abstractmethod
     def copy_out(self, src: str, dest: Path) -> None:
-        """Copy a sandbox file or folder to the host path ``dest``."""
+        """Copy a sandbox file or folder to the host path ``dest`` (replaced if it
+        exists), never trusting what the agent named or linked: backends extract
+        with :func:`rgym_core.workspace_export.extract_archive` (only files and
+        folders, links to outside dropped, the workspace quota applies)."""
 
     @abc.abstractmethod
     def cleanup(self) -> None:
