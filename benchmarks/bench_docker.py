@@ -8,7 +8,10 @@
   (starter files and a dataset), shell started and the first observation returned;
 * `validate` (a full grading: copy-out of the workspace, evaluation folder, grader)
   with a 3-file and a 30-file workspace, side by side, and the copy-out alone
-  (`export_workspace`, one archive per copy) for both.
+  (`export_workspace`, one archive per copy) for both;
+* the workspace's size limit as this engine enforces it (`storage`: quota or the
+  tmpfs fallback): the time to hit it with `dd`, what reached the engine's disk,
+  and the copy-out of a 2 GiB sparse file (time, host disk used).
 Targets: the persistent shell at least 20x faster than `docker exec` (issue 7);
 episode start under 1 second; validate with 30 files at most 1.5x the time with 3
 (issue 11 item 16).
@@ -18,10 +21,10 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import textwrap
 import statistics
 import subprocess
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -100,6 +103,28 @@ def _validate(image: str, root: Path, n_files: int, repeats: int) -> tuple[list[
     return grades, exports
 
 
+def _disk(image: str, root: Path) -> dict[str, float | str]:
+    """The workspace limit at work: fill it, then copy out a 2 GiB sparse file."""
+    box = DockerSandbox(SandboxConfig(run_id="bench-disk", image=image, labels=LABELS,
+                                      options={"disk_mb": 256}))
+    try:
+        box.start(WorkspaceLayout())
+        t = time.perf_counter()
+        full = box.run("dd if=/dev/zero of=fill bs=1M count=1024 2>&1 | tail -2", timeout=120)
+        fill_s = time.perf_counter() - t
+        assert "No space left" in full.output, full.output
+        (row,) = box.client.api.containers(all=True, size=True, filters={"id": box.container.id})
+        box.run("rm -f fill && truncate -s 2G sparse.bin && echo x > small.txt", timeout=60)
+        t = time.perf_counter()
+        report = box.export_workspace(root / "sparse-out", quota_bytes=3 << 30)
+        sparse_s = time.perf_counter() - t
+        return {"storage": str(box.storage), "fill_s": fill_s,
+                "engine_disk_mb": (row.get("SizeRw") or 0) / 2**20, "sparse_s": sparse_s,
+                "sparse_host_kb": report.disk_bytes / 1024}
+    finally:
+        box.cleanup()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200, help="round trips per method")
@@ -156,6 +181,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for n_files in (3, 30):
             validate[n_files] = _validate(image, Path(tmp), n_files, args.validates)
+        disk = _disk(image, Path(tmp)) if hasattr(DockerSandbox, "export_workspace") else None
 
     s_ms = _median_ms(shell)
     print(f"image: {image}")
@@ -175,6 +201,11 @@ def main() -> None:
         print(f"{'export_workspace, 3 files':<44} median {_median_ms(e3):8.2f} ms  (n={len(e3)})")
         print(f"{'export_workspace, 30 files':<44} median {_median_ms(e30):8.2f} ms  "
               f"(n={len(e30)}, {_median_ms(e30) / _median_ms(e3):5.2f}x)")
+    if disk:
+        print(f"workspace limit 256 MB ({disk['storage']}): dd of 1 GiB stopped at the limit after "
+              f"{disk['fill_s']:.2f} s; the engine's disk got {disk['engine_disk_mb']:.1f} MB")
+        print(f"2 GiB sparse file copied out in {disk['sparse_s'] * 1000:.0f} ms, "
+              f"{disk['sparse_host_kb']:.0f} KiB of host disk")
 
 
 if __name__ == "__main__":

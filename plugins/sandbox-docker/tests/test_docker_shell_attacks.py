@@ -181,3 +181,26 @@ def test_errexit_and_killed_shells_are_measured(make_sandbox) -> None:
     assert killed.exit_code == 137 and not killed.timed_out, killed
     assert box.run("pwd", timeout=30).output.strip() == "/tmp"
     assert box.run("true", timeout=30).exit_code == 0
+
+
+def test_a_signal_trap_that_replaces_the_idle_shell_is_detected(make_sandbox) -> None:
+    box = make_sandbox()
+    fake = textwrap.dedent("""\
+        import re, sys
+        for line in sys.stdin:  # forge the next command's status, exit code 0
+            for path in re.findall(r'(/[^\\s"\\'<>;]*?)\\.\\$\\?', line):
+                open(path + ".0", "w").close()
+            print("FAKE OUTPUT", flush=True)
+        """)
+    box.write_file("fake.py", fake)
+    # while the shell waits for its next line, a trap replaces it with the fake
+    box.run("trap 'exec python3 fake.py' USR1; (sleep 0.3; kill -USR1 $$) >/dev/null 2>&1 &",
+            timeout=10)
+    time.sleep(1.5)
+    # bash runs the trap when the next line arrives: the fake reads that line and
+    # forges its status; the forgery is not believed
+    forged = box.run("echo real; true", timeout=10)
+    assert forged.exit_code != 0, forged
+    assert "replaced or modified" in forged.output and "python" in forged.output
+    result = box.run("echo real; false", timeout=10)
+    assert (result.exit_code, result.output) == (1, "real\n"), result

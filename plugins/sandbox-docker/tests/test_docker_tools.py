@@ -28,6 +28,7 @@ pytestmark = pytest.mark.docker
 
 literature = pytest.importorskip("rgym_tools_literature.testing",
                                  reason="rgym-tools-literature is not installed")
+pdf_testing = pytest.importorskip("rgym_tools_pdf.testing", reason="rgym-tools-pdf is not installed")
 for _module in ("rgym_tools_pdf", "rgym_tools_memory"):
     pytest.importorskip(_module, reason=f"{_module} is not installed")
 
@@ -126,7 +127,7 @@ def serve_papers(server: Any) -> None:
         pdf_url=server.url + "/paper.pdf", abstract="Adapters for continual learning.")
     server.handle(SEARCH, literature.scholar_search_handler([blocked, related]))
     server.handle("/paper.pdf", literature.Reply(
-        200, literature.make_pdf(["Adapters page one: setup", "Adapters page two: results"]),
+        200, pdf_testing.make_pdf(["Adapters page one: setup", "Adapters page two: results"]),
         content_type="application/pdf"))
 
 

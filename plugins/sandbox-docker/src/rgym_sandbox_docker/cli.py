@@ -49,8 +49,8 @@ def prune(run_id: str | None, labels: tuple[str, ...], include_live: bool, yes: 
     if include_live and live:
         click.echo(f"{len(live)} container(s)/volume(s) belong to rgym processes that are still "
                    f"running, or whose owner cannot be checked from here:")
-        for item in live:
-            click.echo(f"  {item.describe()}")
+        for leftover in live:
+            click.echo(f"  {leftover.describe()}")
         if not yes:
             if not sys.stdin.isatty():
                 raise click.UsageError("not removing them without confirmation: run "

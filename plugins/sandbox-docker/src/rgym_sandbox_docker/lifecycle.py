@@ -253,7 +253,8 @@ def prune(client: Any, *, run_id: str | None = None, labels: dict[str, str] | No
           include_live: bool = False) -> tuple[list[str], list[str]]:
     """Remove managed containers and volumes whose owner is gone (all of them with
     ``include_live``); return the names of the containers and volumes removed."""
-    containers, volumes = [], []
+    containers: list[str] = []
+    volumes: list[str] = []
     for item in find_leftovers(client, run_id=run_id, labels=labels):
         if item.state != "gone" and not include_live:
             continue

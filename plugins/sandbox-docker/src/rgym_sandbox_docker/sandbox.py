@@ -577,7 +577,8 @@ class DockerSandbox(Sandbox):
         with tempfile.TemporaryDirectory(prefix=".rgym-scores-", dir=eval_dir) as tmp:
             produced = Path(tmp) / "scores"
             try:
-                extract_archive(_ChunkReader(chunks), produced, root=posixpath.basename(rel),
+                extract_archive(_ChunkReader(chunks), produced,  # type: ignore[arg-type]
+                                root=posixpath.basename(rel),
                                 quota_bytes=64 << 20)
             except (OSError, WorkspaceExportError):
                 return  # not a regular file: the grader wrote no usable scores

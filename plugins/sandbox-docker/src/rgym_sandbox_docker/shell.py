@@ -38,7 +38,22 @@ START_TIMEOUT_S = 60.0
 #: (at least; more for large output limits).
 KEEP_BYTES = 1 << 16
 _FRAME = struct.Struct(">II")
-SUPERVISOR_SOURCE = (Path(__file__).with_name("supervisor.py")).read_text()
+SUPERVISOR_SOURCE = (Path(__file__).with_name("supervisor.py")).read_bytes()
+#: Reads the supervisor's source (its length is the first argument) from stdin and
+#: runs it: the process's command line stays short (the agent sees it in ``ps``).
+BOOTSTRAP = ("import os, sys\n"
+             "n = int(sys.argv[1]); src = b''\n"
+             "while len(src) < n:\n"
+             "    chunk = os.read(0, n - len(src))\n"
+             "    if not chunk: sys.exit('rgym supervisor: source cut short')\n"
+             "    src += chunk\n"
+             "del sys.argv[1]\n"
+             "exec(compile(src, 'rgym-supervisor', 'exec'))\n")
+
+
+def supervisor_argv(*args: str) -> list[str]:
+    """The command that starts the supervisor (its source follows on stdin)."""
+    return ["python3", "-I", "-S", "-c", BOOTSTRAP, str(len(SUPERVISOR_SOURCE)), *args]
 
 
 class SupervisorError(RuntimeError):
@@ -158,10 +173,10 @@ class ShellSession:
         """Start (or restart) the supervisor and its shell, in :attr:`cwd`."""
         with self._lock:
             self.close()
-            self.stream = ExecStream(self.api, self.container_id,
-                                     ["python3", "-I", "-S", "-c", SUPERVISOR_SOURCE, "session"],
+            self.stream = ExecStream(self.api, self.container_id, supervisor_argv("session"),
                                      user="root")
             self.reader = _FrameReader(self.stream)
+            self.stream.write(SUPERVISOR_SOURCE)
             self._send({"op": "init", "user": self.user, "workdir": self.cwd,
                         "env": self.environment, "read_only_dirs": self.read_only_dirs,
                         "agent_dirs": self.agent_dirs})
@@ -288,9 +303,10 @@ class ShellSession:
             finally:
                 self._lock.release()
         exclude = [] if supervisor_too or self.pid is None else [str(self.pid)]
-        argv = ["python3", "-I", "-S", "-c", SUPERVISOR_SOURCE, "kill", self.user_id(),
-                "-" if since is None else str(since), *exclude]
-        run_collect(self.api, self.container_id, argv, user="root", timeout=60)
+        argv = supervisor_argv("kill", self.user_id(), "-" if since is None else str(since),
+                               *exclude)
+        run_collect(self.api, self.container_id, argv, user="root", input=SUPERVISOR_SOURCE,
+                    timeout=60)
         if supervisor_too and self.supervisor_pid:
             run_collect(self.api, self.container_id,
                         ["python3", "-I", "-S", "-c", "import os, sys; os.kill(int(sys.argv[1]), 9)",

@@ -1,9 +1,10 @@
 """The trusted supervisor of a Docker episode, run *inside* the container as root.
 
-The host starts it with ``docker exec -u root python3 -I -S -c <this file> session``
-and talks to it over the exec's stdin/stdout; nothing of the agent can reach
+The host starts it with ``docker exec -u root python3 -I -S -c <bootstrap> <length>
+session`` (the bootstrap reads this file's source from stdin: the command line the
+agent sees in ``ps`` stays short) and talks to it over the exec's stdin/stdout; nothing of the agent can reach
 either (they belong to a root process the agent user can neither signal nor
-trace).  This file is stdlib-only and runs on any Python 3.8+ of the image.
+trace).  This file is stdlib-only and runs on any Python 3.9+ of the image.
 
 Host -> supervisor: one JSON request per line; a request with ``"size": N`` is
 followed by N raw bytes.  Supervisor -> host: frames of ``>II`` (header length,
@@ -33,6 +34,8 @@ execute-only binary, no file mapped into it that the agent could have written
 found otherwise is killed and restarted, and the host is told why.
 """
 
+from __future__ import annotations
+
 import ctypes
 import fcntl
 import json
@@ -46,6 +49,8 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 HEADER = struct.Struct(">II")
 RUN_DIR = "/run/rgym"
@@ -69,7 +74,7 @@ TICKS = os.sysconf("SC_CLK_TCK")
 # -- framing -------------------------------------------------------------------------
 
 
-def write_all(fd, data):
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         try:
@@ -79,7 +84,7 @@ def write_all(fd, data):
         view = view[n:]
 
 
-def send(header, payload=b""):
+def send(header: dict[str, Any], payload: bytes = b"") -> None:
     head = json.dumps(header).encode()
     write_all(1, HEADER.pack(len(head), len(payload)) + head + payload)
 
@@ -87,11 +92,11 @@ def send(header, payload=b""):
 class HostInput:
     """Requests from the host on fd 0: JSON lines, some followed by raw bytes."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.buf = bytearray()
         self.eof = False
 
-    def fill(self, block=True):
+    def fill(self, block: bool = True) -> bool:
         if self.eof:
             return False
         if not block:
@@ -105,7 +110,7 @@ class HostInput:
         self.buf += data
         return True
 
-    def line(self):
+    def line(self) -> dict[str, Any] | None:
         while b"\n" not in self.buf:
             if not self.fill():
                 return None
@@ -114,7 +119,7 @@ class HostInput:
         del self.buf[:idx + 1]
         return json.loads(line.decode())
 
-    def take(self, size):
+    def take(self, size: int) -> Iterator[bytes]:
         """Yield exactly ``size`` bytes, in pieces."""
         left = size
         while left:
@@ -129,16 +134,16 @@ class HostInput:
 # -- processes -------------------------------------------------------------------------
 
 
-def boot_ticks():
+def boot_ticks() -> int:
     """Now, in the clock of /proc/<pid>/stat's start times (ticks since boot)."""
     return int(time.clock_gettime(time.CLOCK_BOOTTIME) * TICKS)
 
 
-def proc_uid_start(pid):
+def proc_uid_start(pid: int) -> tuple[int, int, int] | None:
     """(real uid, effective uid, start ticks) of a process, or None if it is gone."""
     try:
         with open(f"/proc/{pid}/status") as fh:
-            uids = None
+            uids: list[str] | None = None
             for line in fh:
                 if line.startswith("State:") and line.split()[1] in ("Z", "X"):
                     return None  # a zombie: dead already, waiting for its parent
@@ -155,9 +160,9 @@ def proc_uid_start(pid):
     return int(uids[0]), int(uids[1]), start
 
 
-def agent_pids(uid, since=None, exclude=()):
+def agent_pids(uid: int, since: int | None = None, exclude: Iterable[int] = ()) -> list[int]:
     """Processes of ``uid`` (started at or after ``since`` ticks, when given)."""
-    found = []
+    found: list[int] = []
     skip = set(exclude) | {os.getpid(), 1}
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) in skip:
@@ -171,7 +176,7 @@ def agent_pids(uid, since=None, exclude=()):
     return found
 
 
-def signal_all(pids, sig):
+def signal_all(pids: Iterable[int], sig: int) -> None:
     for pid in pids:
         try:
             os.kill(pid, sig)
@@ -179,10 +184,10 @@ def signal_all(pids, sig):
             pass
 
 
-def kill_young(uid, since, exclude=()):
+def kill_young(uid: int, since: int | None, exclude: Iterable[int] = ()) -> int:
     """Freeze, then kill, every process of ``uid`` started since ``since`` (a frozen
     process cannot fork: fork bombs die too).  Returns how many were killed."""
-    stopped = set()
+    stopped: set[int] = set()
     for _ in range(400):
         new = [p for p in agent_pids(uid, since, exclude) if p not in stopped]
         if not new:
@@ -199,7 +204,7 @@ def kill_young(uid, since, exclude=()):
     return len(stopped)
 
 
-def reap():
+def reap() -> None:
     """Collect exited children (the supervisor is their parent)."""
     while True:
         try:
@@ -216,7 +221,7 @@ def reap():
 class Watch:
     """inotify on one directory: the names created in it."""
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         self.fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if self.fd < 0:
@@ -225,9 +230,9 @@ class Watch:
             raise OSError(ctypes.get_errno(), "inotify_add_watch " + path)
         self.path = path
 
-    def names(self):
+    def names(self) -> list[str] | None:
         """Names created since the last call (None after an overflow: list the folder)."""
-        out = []
+        out: list[str] = []
         overflow = False
         while True:
             try:
@@ -254,13 +259,13 @@ class Watch:
 class Capture:
     """The first and last ``keep`` bytes of a command's output, and how many were dropped."""
 
-    def __init__(self, keep):
+    def __init__(self, keep: int) -> None:
         self.keep = max(keep, 1024)
         self.head = bytearray()
         self.tail = bytearray()
         self.dropped = 0
 
-    def add(self, data):
+    def add(self, data: bytes) -> None:
         room = self.keep - len(self.head)
         if room > 0:
             self.head += data[:room]
@@ -272,7 +277,7 @@ class Capture:
                 self.dropped += extra
                 del self.tail[:extra]
 
-    def result(self):
+    def result(self) -> tuple[dict[str, Any], bytes]:
         extra = len(self.tail) - self.keep
         if extra > 0:
             self.dropped += extra
@@ -283,7 +288,7 @@ class Capture:
 # -- the shell -------------------------------------------------------------------------------
 
 
-def ansi_c_quote(text):
+def ansi_c_quote(text: str) -> str:
     out = ["$'"]
     for ch in text:
         if ch == "\\":
@@ -302,7 +307,7 @@ def ansi_c_quote(text):
     return "".join(out)
 
 
-def prepare_run_dir():
+def prepare_run_dir() -> tuple[int, int]:
     """/run/rgym (root, 0711) with the execute-only shell copy in it."""
     os.makedirs(RUN_DIR, exist_ok=True)
     os.chown(RUN_DIR, 0, 0)
@@ -323,32 +328,33 @@ def prepare_run_dir():
 class Shell:
     """One non-dumpable bash of the agent user, driven line by line."""
 
-    def __init__(self, cfg, shell_id):
+    def __init__(self, cfg: dict[str, Any], shell_id: int) -> None:
         self.cfg = cfg
         self.uid = cfg["uid"]
         self.gid = cfg["gid"]
         self.shell_id = shell_id
-        self.status_dir = None
-        self.proc = None
+        self.status_dir: str | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.cwd = cfg["workdir"]
-        self.known_maps = {}
+        self.known_maps: dict[tuple[str, str], str] = {}
 
     # -- start / stop
 
-    def start(self, cwd):
+    def start(self, cwd: str | None) -> None:
         self.status_dir = os.path.join(RUN_DIR, "st-" + os.urandom(12).hex())
         os.mkdir(self.status_dir, 0o700)
         os.chmod(self.status_dir, 0o333)  # create, but not list
         self.watch = Watch(self.status_dir)
         env = dict(self.cfg["env"])
         where = cwd if cwd and os.path.isdir(cwd) else self.cfg["workdir"]
-        self.proc = subprocess.Popen(
-            ["bash", "--noprofile", "--norc"], executable=SHELL_COPY, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, cwd=where, env=env, user=self.uid, group=self.gid,
-            extra_groups=[], start_new_session=True, close_fds=True)
-        self.pid = self.proc.pid
-        self.stdin = self.proc.stdin.fileno()
-        self.stdout = self.proc.stdout.fileno()
+        proc = self.proc = subprocess.Popen(
+            ["bash", "--noprofile", "--norc"], executable=SHELL_COPY, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=where, env=env, user=self.uid,
+            group=self.gid, extra_groups=[], start_new_session=True, close_fds=True)
+        assert proc.stdin is not None and proc.stdout is not None
+        self.pid = proc.pid
+        self.stdin = proc.stdin.fileno()
+        self.stdout = proc.stdout.fileno()
         self.out_eof = False
         os.set_blocking(self.stdout, False)
         self.known_maps = {}
@@ -359,7 +365,7 @@ class Shell:
             raise RuntimeError(f"the shell did not start (exit {exit_code!r})")
         self.cwd = self.read_cwd() or where
 
-    def kill(self):
+    def kill(self) -> None:
         if self.proc is not None:
             try:
                 os.kill(self.pid, signal.SIGKILL)
@@ -371,7 +377,8 @@ class Shell:
                 pass
             for stream in (self.proc.stdin, self.proc.stdout):
                 try:
-                    stream.close()
+                    if stream is not None:
+                        stream.close()
                 except OSError:
                     pass
             self.proc = None
@@ -383,19 +390,19 @@ class Shell:
             shutil.rmtree(self.status_dir, ignore_errors=True)
             self.status_dir = None
 
-    def alive(self):
+    def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     # -- facts read from /proc, never from the shell
 
-    def read_cwd(self):
+    def read_cwd(self) -> str | None:
         try:
             where = os.readlink(f"/proc/{self.pid}/cwd")
         except OSError:
             return None
         return where[:-len(" (deleted)")] if where.endswith(" (deleted)") else where
 
-    def tampering(self, shell_file):
+    def tampering(self, shell_file: tuple[int, int]) -> str | None:
         """Why the shell process is no longer the shell we started, or None."""
         try:
             exe = os.stat(f"/proc/{self.pid}/exe")
@@ -429,7 +436,7 @@ class Shell:
             self.known_maps[key] = path
         return None
 
-    def idle(self):
+    def idle(self) -> bool:
         """True when the shell waits for its next line: blocked reading its stdin
         pipe, and the pipe is empty."""
         if READ_SYSCALL is None:
@@ -446,7 +453,7 @@ class Shell:
 
     # -- one command
 
-    def drain(self, capture):
+    def drain(self, capture: Capture) -> None:
         while not self.out_eof:
             try:
                 data = os.read(self.stdout, CHUNK)
@@ -459,8 +466,13 @@ class Shell:
                 return
             capture.add(data)
 
-    def command(self, text, timeout, capture, shell_file=None, quiet=False, host=None):
+    def command(self, text: str, timeout: float | None, capture: Capture,
+                shell_file: tuple[int, int] | None = None, quiet: bool = False,
+                host: HostInput | None = None) -> tuple[int | None, bool, str | None]:
         """Run one command line.  Returns (exit code or None, timed out, note or None)."""
+        proc = self.proc
+        assert proc is not None and self.status_dir is not None
+        status_dir = self.status_dir
         nonce = os.urandom(16).hex()
         line = f"eval -- {ansi_c_quote(text)} </dev/null; {{ :; }} 9>{self.status_dir}/{nonce}.$?\n"
         since = boot_ticks()
@@ -471,7 +483,7 @@ class Shell:
         except OSError:
             pass  # the shell is gone: found below
         timed_out = False
-        kill_at = None
+        kill_at: float | None = None
         idle_seen = 0
         next_check = started + CHECK_EVERY_S
         while True:
@@ -485,23 +497,24 @@ class Shell:
             fds = [self.watch.fd] + ([] if self.out_eof else [self.stdout])
             if host is not None and not host.eof:
                 fds.append(0)
+            ready: list[int] = []
             try:
                 ready, _, _ = select.select(fds, [], [], wait)
             except InterruptedError:
-                ready = []
+                pass
             if self.stdout in ready:
                 self.drain(capture)
-            if 0 in ready:
+            if 0 in ready and host is not None:
                 host.fill(block=False)
                 if host.eof:  # the host is gone: so is this session
                     raise SystemExit(0)
             names = self.watch.names() if self.watch.fd in ready else []
             if names is None:  # the queue overflowed: the agent floods the folder
-                names = os.listdir(self.status_dir)
+                names = os.listdir(status_dir)
             done = [n for n in names if n.startswith(nonce + ".")]
             for name in names:  # keep the folder empty; guesses are only noise
                 try:
-                    os.unlink(os.path.join(self.status_dir, name))
+                    os.unlink(os.path.join(status_dir, name))
                 except OSError:
                     pass
             if done:
@@ -511,10 +524,10 @@ class Shell:
                     return int(code), timed_out, None
                 except ValueError:
                     return None, timed_out, "the shell reported a malformed status"
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 self.drain(capture)
-                code = self.proc.returncode
-                return (128 - code if code < 0 else code), timed_out, "exited"
+                rc = proc.returncode
+                return (128 - rc if rc < 0 else rc), timed_out, "exited"
             now = time.monotonic()
             if deadline is not None and not timed_out and now >= deadline:
                 timed_out = True
@@ -544,14 +557,14 @@ class Shell:
 class Session:
     """The supervisor's request loop."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.host = HostInput()
-        self.shell = None
-        self.cfg = None
-        self.shell_file = None
+        self.shell: Shell | None = None
+        self.cfg: dict[str, Any] = {}
+        self.shell_file: tuple[int, int] = (0, 0)
         self.count = 0
 
-    def serve(self):
+    def serve(self) -> None:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         while True:
             request = self.host.line()
@@ -569,14 +582,14 @@ class Session:
                 send({"ev": "error", "error": f"{type(exc).__name__}: {exc}"})
         self.stop()
 
-    def stop(self):
+    def stop(self) -> None:
         if self.shell is not None:
             self.shell.kill()
             self.shell = None
 
     # -- requests
 
-    def op_init(self, request):
+    def op_init(self, request: dict[str, Any]) -> None:
         cfg = request
         entry = pwd.getpwnam(cfg["user"]) if not str(cfg["user"]).isdigit() else None
         cfg["uid"] = entry.pw_uid if entry else int(cfg["user"])
@@ -598,27 +611,32 @@ class Session:
         send({"ev": "ready", "pid": self.shell.pid, "cwd": self.shell.cwd,
               "supervisor": os.getpid()})
 
-    def _restart(self, cwd):
+    def _restart(self, cwd: str | None) -> Shell:
         old = self.shell
         if old is not None:
             old.kill()
         self.count += 1
-        self.shell = Shell(self.cfg, self.count)
-        self.shell.start(cwd)
+        shell = self.shell = Shell(self.cfg, self.count)
+        shell.start(cwd)
+        return shell
 
-    def op_run(self, request):
-        notes = []
+    def _current(self) -> Shell:
+        if self.shell is None:
+            raise RuntimeError("the session has no shell (init first)")
+        return self.shell
+
+    def op_run(self, request: dict[str, Any]) -> None:
+        notes: list[dict[str, Any]] = []
         capture = Capture(int(request.get("keep") or (1 << 20)))
-        shell = self.shell
+        shell = self._current()
         if not shell.alive():
-            self._restart(shell.cwd)
-            notes.append({"kind": "restarted", "cwd": self.shell.cwd})
-        else:
-            why = self.shell.tampering(self.shell_file)
+            shell = self._restart(shell.cwd)
+            notes.append({"kind": "restarted", "cwd": shell.cwd})
+        else:  # an idle shell still runs its signal traps: one may have exec'd
+            why = shell.tampering(self.shell_file)
             if why:
-                self._restart(self.shell.read_cwd() or self.shell.cwd)
-                notes.append({"kind": "tampered", "why": why, "cwd": self.shell.cwd})
-        shell = self.shell
+                shell = self._restart(shell.read_cwd() or shell.cwd)
+                notes.append({"kind": "tampered", "why": why, "cwd": shell.cwd})
         try:
             code, timed_out, note = shell.command(request["cmd"], request.get("timeout"),
                                                   capture, self.shell_file, host=self.host)
@@ -630,7 +648,7 @@ class Session:
             # this command's output, not at the start of the next one
             shell.command(":", 5.0, capture, quiet=True)
         cwd = shell.read_cwd() or shell.cwd
-        restart = None
+        restart: dict[str, Any] | None = None
         if note == "exited":
             restart = {"kind": "exited", "cwd": cwd}
         elif note == "stuck":
@@ -641,13 +659,13 @@ class Session:
             notes.append({"kind": "warning", "why": note})
         if restart is None:
             why = shell.tampering(self.shell_file)
-            if why:
+            if why:  # whatever ended the command may have forged its status
                 restart = {"kind": "tampered", "why": why, "cwd": cwd}
+                code = None
         if restart is not None:
-            self._restart(cwd)
-            restart["cwd"] = self.shell.cwd
+            cwd = self._restart(cwd).cwd
+            restart["cwd"] = cwd
             notes.append(restart)
-            cwd = self.shell.cwd
         else:
             shell.cwd = cwd
         reap()
@@ -656,13 +674,13 @@ class Session:
                        "timed_out": timed_out, "cwd": cwd, "notes": notes})
         send(header, payload)
 
-    def op_kill(self, request):
+    def op_kill(self, request: dict[str, Any]) -> None:
         exclude = [self.shell.pid] if self.shell is not None else []
         since = request.get("since")
         n = kill_young(self.cfg["uid"], None if since is None else int(since), exclude)
         send({"ev": "killed", "count": n})
 
-    def op_untar(self, request):
+    def op_untar(self, request: dict[str, Any]) -> None:
         """Extract a tar (the next ``size`` bytes) into ``dest`` as the agent user."""
         dest = request["dest"]
         proc = subprocess.Popen(
@@ -670,6 +688,7 @@ class Session:
              dest], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             user=self.cfg["uid"], group=self.cfg["gid"], extra_groups=[],
             env=self.cfg["env"], cwd="/")
+        assert proc.stdin is not None and proc.stderr is not None
         broken = False
         for piece in self.host.take(int(request["size"])):
             if not broken:
@@ -684,7 +703,7 @@ class Session:
         err = proc.stderr.read().decode("utf-8", "replace")
         send({"ev": "untarred", "exit": proc.wait(), "error": err[-4000:]})
 
-    def op_pack(self, request):
+    def op_pack(self, request: dict[str, Any]) -> None:
         """Stream a tar of ``root`` (files the agent user can read) as chunk frames."""
         root = request["root"]
         names_r, names_w = os.pipe()
@@ -720,6 +739,7 @@ class Session:
             user=self.cfg["uid"], group=self.cfg["gid"], extra_groups=[], cwd="/",
             env={"PATH": self.cfg["env"].get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"})
         os.close(names_r)
+        assert tar.stdout is not None and tar.stderr is not None
         out = tar.stdout.fileno()
         err_fd = tar.stderr.fileno()
         errors = bytearray()
@@ -747,7 +767,7 @@ class Session:
         send({"ev": "packed", "exit": code, "stderr": errors.decode("utf-8", "replace"),
               "report": report})
 
-    def op_stop(self, request):
+    def op_stop(self, request: dict[str, Any]) -> None:
         self.stop()
         send({"ev": "stopped"})
         sys.exit(0)
@@ -756,7 +776,7 @@ class Session:
 # -- the workspace walk (runs as the agent user) ------------------------------------
 
 
-def glob_match(rel, pattern):
+def glob_match(rel: str, pattern: str) -> bool:
     import fnmatch
 
     if fnmatch.fnmatchcase(rel, pattern):
@@ -764,20 +784,20 @@ def glob_match(rel, pattern):
     return pattern.startswith("**/") and glob_match(rel, pattern[3:])
 
 
-def walk(root, request, out_fd):
+def walk(root: str, request: dict[str, Any], out_fd: int) -> dict[str, Any]:
     """Write the NUL-separated names to archive (relative to the archive base) and
     return a report: files and bytes (apparent), what was skipped and why."""
     include = request.get("include")
     exclude = request.get("exclude") or []
     quota = request.get("quota")
-    skipped = []
+    skipped: list[list[str]] = []
     total = 0
     files = 0
 
-    def emit(name):
+    def emit(name: str) -> None:
         write_all(out_fd, name.encode("utf-8", "surrogateescape") + b"\0")
 
-    def skip(rel, why):
+    def skip(rel: str, why: str) -> None:
         if len(skipped) < 200:
             skipped.append([rel, why])
 
@@ -803,7 +823,7 @@ def walk(root, request, out_fd):
     emit(".")
     emitted = {""}
 
-    def emit_dir(rel):
+    def emit_dir(rel: str) -> None:
         """Emit a folder (and, with ``include``, its parents first, only when a file
         under it is included: folders holding nothing wanted are not copied)."""
         if rel in emitted:
@@ -864,7 +884,7 @@ def walk(root, request, out_fd):
     return {"files": files, "bytes": total, "skipped": skipped, "root": "dir"}
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     mode = argv[1] if len(argv) > 1 else "session"
     if mode == "session":
         Session().serve()
