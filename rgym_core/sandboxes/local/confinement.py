@@ -254,9 +254,14 @@ class Confinement:
             status = host_root / "status"
             status.mkdir()
         # Watched from now on (watching needs read permission, which goes next), then
-        # writable by the agent (it creates its report there) but not listable.
+        # writable by the agent (it creates its report there) but not listable; as
+        # root, writable by the agent's group only (not by other episodes).
         self.status_watch = Inotify(str(status))
-        os.chmod(status, 0o1333)
+        if self.root_user:
+            os.chown(status, 0, self.gid)
+            os.chmod(status, 0o1330)
+        else:
+            os.chmod(status, 0o1333)
         self.host_status = status
         if self.mode == MODE_NONE:
             self.host_shell = shutil.which("bash") or "/bin/bash"
