@@ -19,12 +19,13 @@ starter repository is in place when the workspace is copied.
 Every task's grader gets ``grader/rgym_confined.py`` (:data:`CONFINED_MODULE`),
 the one function through which ResearchGym graders run agent code.
 
-The leakage policy: ``tool_config.literature`` in ``task.yaml`` holds the
-paper's identifiers written by the pack (always active); when the dataset is
-prepared, the entries of the verified ``blocked_urls.yaml`` (``urls`` as
-``*url*`` globs, ``patterns`` as given, arXiv ids as blocked papers) are merged
-into the registered task's ``tool_config.literature`` and ``tool_config.pdf``
-before any tool reads them.
+The leakage policy: ``tool_config.literature``/``pdf`` in ``task.yaml`` hold the
+paper's identifiers written by the pack (always active); :func:`researchgym_task`
+adds the core's shared ``tool_config.leakage.policy_files`` entry naming the
+prepared task's ``private/leakage_policy.json`` (the verified
+``blocked_urls.yaml`` converted: ``urls`` as ``*url*`` globs, ``patterns`` as
+given, arXiv ids as blocked papers).  The literature and PDF tools read it when
+they start, after the runner prepared the dataset; a missing file fails closed.
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ from typing import Any
 
 import attrs
 
+from rgym_researchgym.leakage import POLICY_FILE
 from rgym_researchgym.prepare import (
     PreparedTask,
     TaskLayout,
     default_cache_dir,
+    entry_path,
     prepare_task,
     workspace_path,
 )
@@ -59,8 +62,8 @@ def _confined_module() -> str:
 
 CONFINED_MODULE = _confined_module()
 
-#: task name -> tool_config mappings of the registered specs, merged into at prepare time.
-_LIVE_TOOL_CONFIGS: dict[str, list[dict[str, Any]]] = {}
+#: The core's tool_config key shared by every tool that applies a leakage policy.
+LEAKAGE_KEY = "leakage"
 
 
 def core_has_profiles() -> bool:
@@ -110,14 +113,25 @@ def load_task_spec(folder: Path) -> Any:
     return attrs.evolve(structure(data, TaskSpec, str(path)), root=folder.resolve())
 
 
+def policy_file(task: str, cache_dir: Path | None = None) -> Path:
+    """Where the prepared ``task`` keeps its leakage policy (``private/leakage_policy.json``)."""
+    return entry_path(task, cache_dir) / "private" / POLICY_FILE
+
+
 def researchgym_task(folder: Path, task: str) -> Any:
     """The TaskSpec of ``folder/task.yaml`` with ``starter_files`` pointing at the
-    prepared workspace of ResearchGym task ``task``, and its leakage settings
-    registered for the merge at prepare time."""
+    prepared workspace of ResearchGym task ``task``, the grader helper
+    ``rgym_confined.py`` included, and the verified ``blocked_urls.yaml`` in the
+    leakage policy (``tool_config.leakage.policy_files``)."""
     spec = load_task_spec(folder)
     tool_config = {name: dict(value) for name, value in spec.tool_config.items()}
     for tool in LEAKAGE_TOOLS:
         tool_config.setdefault(tool, {})
+    shared = dict(tool_config.get(LEAKAGE_KEY) or {})
+    files = [str(f) for f in shared.get("policy_files") or []]
+    policy = str(policy_file(task))
+    shared["policy_files"] = files + ([policy] if policy not in files else [])
+    tool_config[LEAKAGE_KEY] = shared
     include = {CONFINED_MODULE: "rgym_confined.py", **spec.grader.include}
     spec = attrs.evolve(spec, starter_files=str(workspace_path(task)), tool_config=tool_config,
                         grader=attrs.evolve(spec.grader, include=include))
@@ -128,23 +142,12 @@ def researchgym_task(folder: Path, task: str) -> Any:
                 profile, grader=attrs.evolve(profile.grader, include={
                     CONFINED_MODULE: "rgym_confined.py", **profile.grader.include}))
             for name, profile in profiles.items()})
-    _LIVE_TOOL_CONFIGS.setdefault(task, []).append(spec.tool_config)
-    for profile in getattr(spec, "profiles", {}).values():
-        extra = getattr(profile, "tool_config", None)
-        if isinstance(extra, dict):
-            _LIVE_TOOL_CONFIGS[task].append(extra)
     return spec
 
 
 def merge_leakage(task: str, leakage: dict[str, Any]) -> None:
-    """Add ``leakage`` (from :meth:`PreparedTask.leakage`) to every registered spec of
-    ``task``, in ``tool_config.literature`` and ``tool_config.pdf``."""
-    for tool_config in _LIVE_TOOL_CONFIGS.get(task, []):
-        for tool in LEAKAGE_TOOLS:
-            settings = tool_config.setdefault(tool, {})
-            for key in _LEAKAGE_KEYS:
-                current = list(settings.get(key) or [])
-                settings[key] = current + [v for v in leakage.get(key, []) if v not in current]
+    """Deprecated, kept for compatibility: the policy now reaches the tools through
+    ``tool_config.leakage.policy_files`` (see :func:`researchgym_task`); nothing to do."""
 
 
 def prepare_dataset(layout: TaskLayout, spec: Any, cache_dir: Path | None,
@@ -154,7 +157,6 @@ def prepare_dataset(layout: TaskLayout, spec: Any, cache_dir: Path | None,
     from rgym_core.specs import PreparedDataset
 
     prepared = prepare_task(layout, cache_dir or default_cache_dir(), data_dir)
-    merge_leakage(layout.task, prepared.leakage())
     return PreparedDataset(id=spec.id, public=prepared.public, private=prepared.private)
 
 

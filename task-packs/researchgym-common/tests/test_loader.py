@@ -153,3 +153,45 @@ def test_blob_id_is_git_blob() -> None:
     assert blob_id(b"") == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
     assert tree_of_entries([Entry("a", "100644", blob_id(b""))]) == \
         "496d6428b9cf92981dc9495211e6e1120fb6f2ba"
+
+
+TASK_YAML = """
+id: researchgym/materials-tokenization
+name: test task
+description: a task of the loader's tests
+starter_files: null
+metrics: [{name: f1, direction: maximize, primary: true}]
+datasets: [{id: researchgym/materials-tokenization, mount: .researchgym}]
+tool_config:
+  literature: {blocked_papers: ["own-id"]}
+"""
+
+
+@needs_archive
+def test_blocked_urls_reach_the_tools_through_policy_files(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registered spec names the prepared task's policy file in the core's shared
+    ``tool_config.leakage``: before the task is prepared the tools fail closed; after, the
+    verified blocked_urls.yaml and the pack's own entries both apply.  The spec is never
+    changed after registration."""
+    from rgym_core.leakage import LeakageConfigError, task_policy
+    from rgym_researchgym.pack import policy_file, researchgym_task
+    from rgym_researchgym.prepare import default_cache_dir
+
+    monkeypatch.setenv("RGYM_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "task"
+    folder.mkdir()
+    (folder / "task.yaml").write_text(TASK_YAML)
+    spec = researchgym_task(folder, "materials-tokenization")
+    before = json.dumps(spec.tool_config, sort_keys=True)
+    assert spec.tool_config["leakage"]["policy_files"] == [str(policy_file("materials-tokenization"))]
+    with pytest.raises(LeakageConfigError):
+        task_policy(spec.tool_config, "literature", base_dir=folder)
+    prepare_task(TaskLayout("materials-tokenization"), default_cache_dir(), DATA)
+    for tool in ("literature", "pdf"):
+        policy = task_policy(spec.tool_config, tool, base_dir=folder)
+        assert policy.url_blocked("https://arxiv.org/abs/2506.11115")
+        assert policy.url_blocked("https://github.com/yerimoh/MATTER/tree/main")
+        assert not policy.url_blocked("https://arxiv.org/abs/1810.04805")
+    assert "own-id" in task_policy(spec.tool_config, "literature", base_dir=folder).blocked_ids
+    assert json.dumps(spec.tool_config, sort_keys=True) == before
