@@ -135,6 +135,25 @@ def _interpreter() -> list[str]:
 
 
 @needs_bwrap
+def test_packs_installed_with_the_interpreter_are_hidden(make_bwrap_box,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pack installed with ``pip install`` (not editable) lies in the interpreter's
+    site folder, which the sandbox shows: its folder (graders, answers) is covered."""
+    from rgym_core.sandboxes.local import confinement
+
+    found = confinement.installed_plugin_paths()
+    assert any(p.endswith("rgym_core") for p in found)  # every rgym plugin, the core included
+    site = next(p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p))
+    pack = next(e.path for e in os.scandir(site) if e.is_dir() and not e.name.startswith(
+        ("_", ".")) and "dist-info" not in e.name and os.listdir(e.path))
+    monkeypatch.setattr(confinement, "installed_plugin_paths",
+                        lambda: (os.path.realpath(pack),))
+    box = make_bwrap_box()
+    assert box.run(f"ls -A {pack}").output == ""
+    assert box.run(f"touch {pack}/x").exit_code != 0
+
+
+@needs_bwrap
 def test_the_runner_and_other_processes_are_invisible(make_bwrap_box) -> None:
     """``/proc/<runner>/cmdline`` (which names ``--data-dir``) cannot be read: only
     the episode's own processes are in its pid namespace."""

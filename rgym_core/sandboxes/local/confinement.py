@@ -26,7 +26,9 @@ workspace quota) and, where the task or ``--memory`` asks, memory per process.
 
 from __future__ import annotations
 
+import functools
 import glob
+import importlib.util
 import json
 import logging
 import os
@@ -40,7 +42,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rgym_core.isolation import BwrapCommand, Limits, UidLease, bwrap_problem, lease
+from rgym_core.isolation import (
+    BwrapCommand,
+    Limits,
+    UidLease,
+    bwrap_problem,
+    interpreter_paths,
+    lease,
+)
 from rgym_core.isolation.bubblewrap import drop_privileges_argv
 from rgym_core.isolation.users import kill_uid_processes, uid_processes
 from rgym_core.sandbox import SandboxConfig, SandboxError
@@ -89,6 +98,41 @@ while True:
 """
 
 _WARNED: set[str] = set()
+
+
+@functools.cache
+def installed_plugin_paths() -> tuple[str, ...]:
+    """The folders (or module files) of every installed rgym plugin distribution
+    (entry-point group ``rgym``: task packs with their graders and answers, tools,
+    agents, the core with its demo task).  Under bubblewrap those that lie inside
+    the interpreter's folders (packs installed with ``pip install``, not editable)
+    are hidden behind empty folders: agent code needs none of them."""
+    from importlib.metadata import entry_points
+
+    tops = {ep.value.split(":")[0].split(".")[0] for ep in entry_points(group="rgym")}
+    places: set[str] = set()
+    for top in sorted(tops):
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError, AttributeError):
+            continue
+        if spec is None:
+            continue
+        found = list(spec.submodule_search_locations or [])
+        if not found and spec.origin and os.path.isabs(spec.origin):
+            found = [spec.origin]
+        places.update(os.path.realpath(p) for p in found if os.path.exists(p))
+    return tuple(sorted(places))
+
+
+def _hidden_in(roots: list[str]) -> list[str]:
+    """The plugin paths inside ``roots`` (bound into the sandbox), outermost only."""
+    out: list[str] = []
+    for path in installed_plugin_paths():
+        inside = any(path.startswith(r.rstrip("/") + "/") for r in roots)
+        if inside and not any(path.startswith(o + "/") for o in out):
+            out.append(path)
+    return out
 
 
 def _ns_id(pid: int, name: str) -> str | None:
@@ -306,6 +350,11 @@ class Confinement:
         for folder in ("/tmp", "/var/tmp", "/dev/shm"):  # first: a venv under /tmp stays visible
             cmd.tmpfs(folder, size_bytes=size)
         cmd.system()
+        for path in _hidden_in(["/usr", *(os.path.realpath(p) for p in interpreter_paths())]):
+            if os.path.isdir(path):  # an installed pack: graders, answers (see above)
+                cmd.tmpfs(path, size_bytes=4096, mode=0o555).remount_ro(path)
+            else:
+                cmd.file(path, b"", mode=0o444)
         # CPU topology and device information that numerical libraries read.
         cmd.ro_bind("/sys", missing_ok=True)
         cmd.bind(self.host_workspace, SANDBOX_WORKSPACE)
