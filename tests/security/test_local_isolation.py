@@ -153,6 +153,28 @@ def test_packs_installed_with_the_interpreter_are_hidden(make_bwrap_box,
     assert box.run(f"touch {pack}/x").exit_code != 0
 
 
+def test_a_private_part_inside_the_public_folder_stays_hidden(make_box, tmp_path: Path) -> None:
+    from rgym_core.specs import PreparedDataset
+
+    public = tmp_path / "dataset"
+    (public / "private").mkdir(parents=True)
+    (public / "train.csv").write_text("x\n")
+    (public / "private" / "labels.csv").write_text("SECRET_LABELS\n")
+    for path in (tmp_path, public, public / "private"):
+        os.chmod(path, 0o755)
+    box = make_box(run_id="attack/private")
+    box.cleanup()
+    layout = WorkspaceLayout(datasets={"data": PreparedDataset("d", public=public,
+                                                               private=public / "private")})
+    box = LocalSandbox(SandboxConfig(run_id="attack/private", options=box.config.options))
+    box.start(layout)
+    try:
+        result = box.run("cat data/train.csv; grep -r SECRET_LABELS . ; ls data/private")
+        assert "x" in result.output and "SECRET_LABELS" not in result.output
+    finally:
+        box.cleanup()
+
+
 @needs_bwrap
 def test_the_runner_and_other_processes_are_invisible(make_bwrap_box) -> None:
     """``/proc/<runner>/cmdline`` (which names ``--data-dir``) cannot be read: only

@@ -359,7 +359,11 @@ class Confinement:
         cmd.ro_bind("/sys", missing_ok=True)
         cmd.bind(self.host_workspace, SANDBOX_WORKSPACE)
         for mount, public in datasets.items():
-            cmd.ro_bind(public, f"{SANDBOX_WORKSPACE}/{mount}")
+            if public == Path("/dev/null/rgym-cover"):  # layout.COVER: a private part
+                dest = f"{SANDBOX_WORKSPACE}/{mount}"
+                cmd.tmpfs(dest, size_bytes=4096, mode=0o555).remount_ro(dest)
+            else:
+                cmd.ro_bind(public, f"{SANDBOX_WORKSPACE}/{mount}")
         cmd.dir(RGYM_DIR, mode=0o755)
         cmd.bind(self.host_status, f"{RGYM_DIR}/status")
         cmd.ro_bind(self.host_shell, f"{RGYM_DIR}/bash")

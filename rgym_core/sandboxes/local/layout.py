@@ -40,9 +40,14 @@ def check_mount(mount: str) -> Path:
     return rel
 
 
+#: In :func:`lay_out`'s result: cover this mount with an empty folder.
+COVER = Path("/dev/null/rgym-cover")
+
+
 def lay_out(conf: Confinement, layout: WorkspaceLayout) -> dict[str, Path]:
     """Copy the starter files and place the datasets; return the dataset folders
-    bubblewrap binds read-only (mount -> public folder), empty in other modes."""
+    bubblewrap binds read-only (mount -> public folder, or :data:`COVER` for a
+    private part found inside a public folder), empty in other modes."""
     ws = conf.host_workspace
     assert ws is not None
     chown = conf.separate_user
@@ -67,8 +72,14 @@ def lay_out(conf: Confinement, layout: WorkspaceLayout) -> dict[str, Path]:
                     os.chown(folder, conf.uid, conf.gid)
         if conf.mode == MODE_BUBBLEWRAP:
             binds[rel.as_posix()] = public
+            private = Path(prepared.private) if prepared.private is not None else None
+            if private is not None and private.resolve().is_relative_to(public.resolve()):
+                # A private part inside the public folder: covered inside the sandbox.
+                inner = private.resolve().relative_to(public.resolve())
+                binds[f"{rel.as_posix()}/{inner.as_posix()}"] = COVER
         else:
-            place_dataset_copy(public, ws / rel, root_owned=conf.mode == MODE_UID)
+            private = Path(prepared.private) if prepared.private is not None else None
+            place_dataset_copy(public, ws / rel, root_owned=conf.mode == MODE_UID, skip=private)
     return binds
 
 
@@ -79,9 +90,17 @@ def chown_tree(top: Path, uid: int, gid: int) -> None:
             os.lchown(os.path.join(folder, name), uid, gid)
 
 
-def place_dataset_copy(public: Path, target: Path, *, root_owned: bool) -> None:
+def place_dataset_copy(public: Path, target: Path, *, root_owned: bool,
+                       skip: Path | None = None) -> None:
     """Copy a dataset into the workspace read-only: owned by root (folders 0755,
-    files 0644) when rgym runs as root, else with the write bits removed."""
+    files 0644) when rgym runs as root, else with the write bits removed.  ``skip``
+    (the private part, should it lie inside the public folder) is left out."""
+    hidden = skip.resolve() if skip is not None else None
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        if hidden is None:
+            return []
+        return [n for n in names if Path(folder, n).resolve() == hidden]
 
     def place(src: str, dst: str) -> None:
         st = os.stat(src)
@@ -93,7 +112,7 @@ def place_dataset_copy(public: Path, target: Path, *, root_owned: bool) -> None:
                 pass
         shutil.copy2(src, dst)
 
-    shutil.copytree(public, target, copy_function=place, dirs_exist_ok=True)
+    shutil.copytree(public, target, copy_function=place, dirs_exist_ok=True, ignore=ignore)
     for folder, _dirs, files in os.walk(target):
         for name in files:
             path = os.path.join(folder, name)
