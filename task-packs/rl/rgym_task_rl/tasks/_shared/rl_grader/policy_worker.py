@@ -112,22 +112,26 @@ def main():
     import numpy as np
 
     _say({"ready": True, "env_name": config.get("env_name")})
-    calls = {}
+    calls = [0] * len(params)
     while True:
         header, payload = read_frame(_read_exact, 1 << 31)
         if header.get("op") != "act":
             return
-        index = int(header["checkpoint"])
         obs = np.frombuffer(payload, dtype=header["dtype"]).reshape(header["shape"])
-        calls[index] = calls.get(index, 0) + 1
-        key = jax.random.fold_in(jax.random.fold_in(base, index), calls[index])
+        out, start = [], 0
         try:
-            actions = np.asarray(act(params[index], obs, key))
+            for index, rows in header["groups"]:
+                calls[index] += 1
+                key = jax.random.fold_in(jax.random.fold_in(base, index), calls[index])
+                out.append(np.asarray(act(params[index], obs[start:start + rows], key)))
+                start += rows
+            actions = np.ascontiguousarray(np.concatenate(out))
         except BaseException as exc:
             _say({"error": "the policy failed on a batch of observations: " + _failure(exc)})
             return
-        if actions.dtype == object or not actions.flags.c_contiguous:
-            actions = np.ascontiguousarray(actions, dtype=float if actions.dtype == object else None)
+        if actions.dtype.hasobject:
+            _say({"error": f"the policy returned actions of dtype {actions.dtype}"})
+            return
         _say({"dtype": actions.dtype.str, "shape": list(actions.shape)}, actions.tobytes())
 
 

@@ -98,12 +98,13 @@ class PolicyWorker:
             raise EvaluationError(str(hello.get("error") or "the policy worker did not start"))
         self.env_name = hello.get("env_name")
 
-    def act(self, checkpoint: int, obs, max_bytes: int):
-        """The worker's actions for a batch of observations (unchecked)."""
+    def act(self, groups: list[tuple[int, int]], obs, max_bytes: int):
+        """The worker's actions (unchecked) for ``obs``: consecutive blocks of rows, one
+        per ``(checkpoint index, rows)`` group."""
         import numpy as np
 
         obs = np.ascontiguousarray(obs)
-        header = {"op": "act", "checkpoint": checkpoint, "dtype": obs.dtype.str,
+        header = {"op": "act", "groups": [list(g) for g in groups], "dtype": obs.dtype.str,
                   "shape": list(obs.shape)}
         try:
             write_frame(self.worker.stdin.fileno(), header, obs.tobytes())
@@ -246,69 +247,90 @@ def _make_env(env_name: str):
 
 def _evaluate(worker: PolicyWorker, names: list[str], env_name: str, horizon: int, seed: int,
               envs_per_seed: int, started: float) -> dict[str, Any]:
+    """The five checkpoints play in lockstep: at every step one request carries the
+    observations of every checkpoint's running episodes, and one answer their actions."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
     env, env_params = _make_env(env_name)
     space = env.action_space(env_params)
-    rows = SEEDS * envs_per_seed
+    rows = SEEDS * envs_per_seed            # environments per checkpoint
+    total = len(names) * rows
+    step_keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(seed), 1000 + i)
+                           for i in range(len(names))])
 
     @jax.jit
-    def reset(keys):
+    def reset():
+        per_seed = [jax.random.split(jax.random.PRNGKey(seed * SEEDS + s), envs_per_seed)
+                    for s in range(SEEDS)]
+        keys = jnp.tile(jnp.concatenate(per_seed), (len(names), 1))  # same starts for each checkpoint
         return jax.vmap(env.reset, in_axes=(0, None))(keys, env_params)
 
     @jax.jit
-    def advance(state, actions, key, returns, alive):
-        keys = jax.random.split(key, rows)
+    def advance(state, actions, t, returns, alive):
+        keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, t), rows))(step_keys)
         obs, state, reward, terminated, truncated, _ = jax.vmap(
-            env.step, in_axes=(0, 0, 0, None))(keys, state, actions, env_params)
+            env.step, in_axes=(0, 0, 0, None))(keys.reshape(total, -1), state, actions, env_params)
         returns = returns + reward * alive
         alive = alive * (1.0 - jnp.logical_or(terminated, truncated))
         return obs, state, returns, alive
 
+    discrete = hasattr(space, "n")
+    actions = (np.zeros(total, np.int32) if discrete
+               else np.zeros((total, int(np.prod(space.shape))), np.float32))
     obs_size = int(np.prod(env.observation_space(env_params).shape))
-    max_bytes = rows * max(obs_size, 16) * 8 + 1024
-    shuffle = np.random.default_rng([seed, 7919])  # the order of the rows the worker sees
-    per_checkpoint, all_returns, steps_run = [], [], 0
+    max_bytes = total * max(obs_size, 16) * 8 + 1024
+    # The order of the rows the worker sees, reshuffled at every step.
+    shufflers = [np.random.default_rng([seed, 7919, i]) for i in range(len(names))]
+    obs, state = reset()
+    returns, alive = jnp.zeros(total), jnp.ones(total)
+    running = np.ones(total, dtype=bool)
+    steps = [0] * len(names)
+    steps_run = 0
     worker.wait_ready()
     if worker.env_name != env_name:
         raise EvaluationError(f"config.yaml: env_name is {worker.env_name!r}, but this task "
                               f"evaluates on {env_name!r}")
-    for index, name in enumerate(names):
-        keys = jnp.concatenate([jax.random.split(jax.random.PRNGKey(seed * SEEDS + s), envs_per_seed)
-                                for s in range(SEEDS)])
-        obs, state = reset(keys)
-        step_key = jax.random.fold_in(jax.random.PRNGKey(seed), 1000 + index)
-        returns, alive = jnp.zeros(rows), jnp.ones(rows)
-        running = np.ones(rows, dtype=bool)
-        for t in range(horizon):
-            # Only environments whose episode still runs need actions (the others'
-            # rewards no longer count): send those rows, shuffled, padded to a few sizes.
-            rows_now = np.flatnonzero(running)
-            rows_now = rows_now[shuffle.permutation(rows_now.size)]
-            batch = np.asarray(obs)[rows_now]
-            size = _bucket(rows_now.size, envs_per_seed)
-            if size > rows_now.size:
-                batch = np.concatenate([batch, np.repeat(batch[:1], size - rows_now.size, axis=0)])
-            raw = worker.act(index, batch, max_bytes)
+    for t in range(horizon):
+        # Only environments whose episode still runs need actions (the others' rewards
+        # no longer count): send those rows, shuffled, padded to a few batch sizes.
+        all_obs = np.asarray(obs)
+        groups, batches = [], []
+        for i in range(len(names)):
+            live = np.flatnonzero(running[i * rows:(i + 1) * rows]) + i * rows
+            if live.size == 0:
+                continue
+            live = live[shufflers[i].permutation(live.size)]
+            size = _bucket(live.size, envs_per_seed)
+            batch = all_obs[live]
+            if size > live.size:
+                batch = np.concatenate([batch, np.repeat(batch[:1], size - live.size, axis=0)])
+            groups.append((i, live, size))
+            batches.append(batch)
+            steps[i] = t + 1
+        if not groups:
+            break
+        raw = worker.act([(i, size) for i, _, size in groups], np.concatenate(batches), max_bytes)
+        sent = sum(size for _, _, size in groups)
+        if raw.ndim == 0 or raw.shape[0] != sent:
+            raise EvaluationError(f"step {t + 1}: the policy returned actions of shape {raw.shape} "
+                                  f"for {sent} observations")
+        offset = 0
+        for i, live, size in groups:
             try:
-                chosen = check_actions(raw, size, space)[: rows_now.size]
+                chosen = check_actions(raw[offset:offset + size], size, space)
             except EvaluationError as exc:
-                raise EvaluationError(f"checkpoints/{name}, step {t + 1}: {exc}") from None
-            actions = np.zeros((rows, *chosen.shape[1:]), dtype=chosen.dtype)
-            actions[rows_now] = chosen
-            obs, state, returns, alive = advance(state, actions, jax.random.fold_in(step_key, t),
-                                                 returns, alive)
-            steps_run += rows_now.size
-            running = np.asarray(alive) > 0
-            if not running.any():
-                break
-        values = np.asarray(returns, dtype=np.float64)
-        per_checkpoint.append({"checkpoint": name, "reward_mean": round(float(values.mean()), 6),
-                               "steps": t + 1})
-        all_returns.append(values)
-    values = np.concatenate(all_returns)
+                raise EvaluationError(f"checkpoints/{names[i]}, step {t + 1}: {exc}") from None
+            actions[live] = chosen[:live.size]
+            offset += size
+            steps_run += live.size
+        obs, state, returns, alive = advance(state, actions, t, returns, alive)
+        running = np.asarray(alive) > 0
+    values = np.asarray(returns, dtype=np.float64)
+    per_checkpoint = [{"checkpoint": name, "steps": steps[i],
+                       "reward_mean": round(float(values[i * rows:(i + 1) * rows].mean()), 6)}
+                      for i, name in enumerate(names)]
     mean, std = float(values.mean()), float(values.std())
     means = [c["reward_mean"] for c in per_checkpoint]
     return {
