@@ -42,3 +42,13 @@ def test_setup_scripts_are_strict_bash() -> None:
 def test_readme_names_the_test_data_folder() -> None:
     text = (REPO / "README.md").read_text()
     assert "RGYM_TEST_DATA_DIR" in text
+
+
+def test_requirements_dev_installs_every_pack() -> None:
+    """The README's test command collects every pack's tests, so it must install every pack."""
+    lines = {line.strip() for line in (REPO / "requirements-dev.txt").read_text().splitlines()}
+    packs = sorted(p.parent.relative_to(REPO).as_posix()
+                   for kind in ("plugins", "agents", "task-packs")
+                   for p in (REPO / kind).glob("*/pyproject.toml"))
+    missing = [pack for pack in packs if f"-e ./{pack}" not in lines]
+    assert not missing, f"add to requirements-dev.txt: {', '.join(f'-e ./{m}' for m in missing)}"
