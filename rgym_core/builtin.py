@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import click
 
     from rgym_core.agents import AgentSpec
+    from rgym_core.models import ModelProviderSpec
     from rgym_core.sandbox import SandboxSpec
     from rgym_core.specs import DatasetSpec, TaskSpec
     from rgym_core.tools import Tool
@@ -70,6 +71,14 @@ def rgym_register_agents() -> list[AgentSpec]:
     return specs
 
 
+@hookimpl
+def rgym_register_model_providers() -> list[ModelProviderSpec]:
+    """The mock model ``mock/...`` (scripted or canned replies, no server, no key)."""
+    from rgym_core.mock_model import provider_spec
+
+    return [provider_spec()]
+
+
 #: The core's commands: (name, "module:attribute", the line `rgym --help` shows).
 CORE_COMMANDS = [
     ("list", "rgym_core.commands.catalog:list_cmd",
@@ -87,6 +96,8 @@ CORE_COMMANDS = [
      "profiles and AUP, rankings, and ResearchGym's rates."),
     ("grade", "rgym_core.grade_cli:grade",
      "Grade run directories that were interrupted: ungraded or killed runs."),
+    ("sweep", "rgym_core.sweep.cli:sweep",
+     "Run a matrix of tasks x agents x models x seeds in parallel, resume it, and score it."),
 ]
 
 

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from rgym_core.records import EpisodeResult, Step
     from rgym_core.sandbox import SandboxSpec
     from rgym_core.specs import DatasetSpec, TaskSpec
+    from rgym_core.sweep.executors import ExecutorSpec
     from rgym_core.tools import Tool
 
 PROJECT = "rgym"
@@ -128,6 +129,16 @@ def rgym_register_model_providers() -> list[ModelProviderSpec]:
 
     Models are named ``provider/model``; the provider part selects the
     :class:`~rgym_core.models.ModelProviderSpec` whose factory builds a client.
+    """
+
+
+@hookspec
+def rgym_register_executors() -> list[ExecutorSpec]:
+    """Return sweep executors (``rgym sweep --executor NAME``): each an
+    :class:`~rgym_core.sweep.executors.ExecutorSpec` whose factory builds an
+    :class:`~rgym_core.sweep.executors.Executor` (Ray and Slurm come from the
+    ``rgym-executors`` distribution; the local executor is built in).  Import the
+    executor's libraries inside the factory, not at registration.
     """
 
 

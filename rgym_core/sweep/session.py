@@ -1,0 +1,116 @@
+"""One ``rgym sweep`` invocation from start to summary (the Python API of the command).
+
+::
+
+    from rgym_core.registry import load_registry
+    from rgym_core.sweep import SweepSession, SweepSpec
+
+    spec = SweepSpec(tasks=["rgym/demo"], agents=["scripted", "baseline"], seeds=[1, 2, 3])
+    code = SweepSession(registry=load_registry(), spec=spec, sweep_dir="sweeps/demo",
+                        max_parallel=4).run(quiet=True)
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rgym_core.sweep.display import Display
+from rgym_core.sweep.engine import SweepEngine, plan, preflight_cells, sweep_dir_default
+from rgym_core.sweep.executors import ExecutorOptions, find_executor
+from rgym_core.sweep.folder import SweepFolder
+from rgym_core.sweep.matrix import Cell, SweepError, SweepSpec, expand
+
+
+class SweepSession:
+    """Plan, check, run and summarise one sweep folder."""
+
+    def __init__(self, *, registry: Any, spec: SweepSpec, sweep_dir: Path | str | None = None,
+                 resume_only: bool = False, max_parallel: int = 4, max_connections: int | None = None,
+                 retry_errors: int = 1, executor: str = "local",
+                 executor_options: dict[str, Any] | None = None, address: str | None = None) -> None:
+        self.registry = registry
+        self.spec = spec
+        self.resume_only = resume_only
+        self.folder = SweepFolder(Path(sweep_dir) if sweep_dir is not None else sweep_dir_default(spec))
+        self.max_parallel = max_parallel
+        self.max_connections = max_connections
+        self.retry_errors = retry_errors
+        self.executor_name = executor
+        self.executor_options = dict(executor_options or {})
+        self.address = address
+        self.engine: SweepEngine | None = None
+
+    def cells(self) -> list[Cell]:
+        """The cells this invocation covers (with ``resume_only``: the manifest's)."""
+        if self.resume_only:
+            manifest = self.folder.read_manifest()
+            if manifest is None:
+                raise SweepError(f"{self.folder.path}: no sweep here (no sweep.json); name tasks "
+                                 "(or --file) to start one")
+            self.spec = self.folder.manifest_spec()
+            for key, value in self.spec.run.items():
+                self.spec.run[key] = value
+            return self.folder.manifest_cells()
+        return expand(self.spec, self.registry)
+
+    def run(self, *, as_json: bool = False, quiet: bool = False, dry_run: bool = False,
+            print_summary: Callable[[Path], None] | None = None,
+            stream: Any = None) -> int:
+        """Run the sweep; returns the exit code (0 all done, 1 some failed, 130 stopped)."""
+        cells = self.cells()
+        spec_file = self.folder.path / "sweep.json"
+        with self.folder.locked():
+            if self.folder.read_manifest() is not None and not self.resume_only:
+                old = self.folder.manifest_spec()
+                if old.fingerprint() != self.spec.fingerprint():
+                    raise SweepError(self.folder._mismatch(old, self.spec))
+            if dry_run:
+                self._dry_run(cells, stream or sys.stdout)
+                return 0
+            the_plan = plan(self.folder, cells, retry_errors=self.retry_errors)
+            if the_plan.to_run:
+                problems = preflight_cells(the_plan.to_run, self.spec, self.folder, self.registry)
+                if problems:
+                    raise SweepError("cannot start the sweep:\n  " + "\n  ".join(problems))
+            spec_to_write = self.spec
+            self.folder.write_manifest(spec_to_write, cells, executor=self.executor_name)
+            del spec_file
+            code = 0
+            if not the_plan.nothing_to_do:
+                spec_obj = find_executor(self.registry, self.executor_name)
+                executor = spec_obj.factory(ExecutorOptions(
+                    max_parallel=self.max_parallel, max_connections=self.max_connections,
+                    address=self.address, sweep_dir=self.folder.path, options=self.executor_options))
+                mode = Display.choose(as_json, quiet)
+                holder: dict[str, SweepEngine] = {}
+                display = Display(lambda: holder["engine"].status, mode=mode)
+                engine = SweepEngine(self.folder, self.spec, the_plan, executor, registry=self.registry,
+                                     retry_errors=self.retry_errors, sinks=[display],
+                                     on_hard_stop=display.close)
+                holder["engine"] = engine
+                self.engine = engine
+                display.start()
+                try:
+                    outcome = engine.run()
+                finally:
+                    display.close()
+                display.final()
+                code = outcome.exit_code
+            elif the_plan.failed:
+                code = 1
+        if print_summary is not None and any(self.folder.cell_dir(c).exists() for c in cells):
+            print_summary(self.folder.path)
+        return code
+
+    def _dry_run(self, cells: list[Cell], stream: Any) -> None:
+        states = [(c, self.folder.state(c)) for c in cells]
+        print(f"sweep {self.folder.path}: {len(cells)} episodes", file=stream)
+        for cell, status in states:
+            detail = f" ({status.detail})" if status.detail else ""
+            print(f"  {cell.key}  {status.state.value}{detail}", file=stream)
+
+
+__all__ = ["SweepSession"]
