@@ -3,8 +3,9 @@
 Shared by the three tasks (``grader.include`` copies this folder into every
 evaluation's ``grader/``).  The submission is ``config.yaml`` plus exactly five
 checkpoints ``checkpoints/*.msgpack``.  For each checkpoint, this process resets
-``SEEDS x ENVS_PER_SEED`` gymnax environments from the grader's seeds, and at every
-step sends the batch of observations to the policy worker (the agent's
+``SEEDS x ENVS_PER_SEED`` gymnax environments from the grader's seeds (the same starts
+for every checkpoint); the five play in lockstep, and at every step the grader sends
+the observations of the running episodes to the policy worker (the agent's
 ``src/networks.py`` and parameters, confined by the grader kit's ``start_worker``:
 another unprivileged user, no network, no view of the grader), checks the
 actions it returns, steps the environments and adds up the rewards.  Rewards,
