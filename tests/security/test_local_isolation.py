@@ -187,6 +187,16 @@ def test_the_runner_and_other_processes_are_invisible(make_bwrap_box) -> None:
 
 
 @needs_bwrap
+def test_the_sandbox_outlives_the_agents_kill_attempts(make_bwrap_box) -> None:
+    """pid 1 of the namespace (the keeper) ignores every signal sent from inside."""
+    box = make_bwrap_box()
+    box.run("for s in KILL TERM INT HUP QUIT USR1 STOP; do kill -$s 1; done; kill -9 -1")
+    assert box.health() is None
+    assert box.run("echo alive").output.splitlines()[-1] == "alive"
+    assert box.run("ps -o pid=,comm= -p 1").output.split() == ["1", "bash"]
+
+
+@needs_bwrap
 def test_no_network_unless_allowed(make_bwrap_box) -> None:
     box = make_bwrap_box()
     links = box.run("cat /proc/net/dev").output
@@ -276,5 +286,5 @@ def test_a_fork_bomb_stays_inside(make_box) -> None:
     assert forks and set(forks) == {0}
     assert subprocess.run(["true"], timeout=30).returncode == 0
     assert box.run("echo recovered", timeout=60).output.splitlines()[-1] == "recovered"
-    leftover = box.run("ps -e --no-headers 2>/dev/null | wc -l || true").output.strip()
+    leftover = box.run("ps -e -o stat= 2>/dev/null | grep -vc '^Z' || true").output.strip()
     assert box.mode != "bubblewrap" or int(leftover or 0) < 20, leftover

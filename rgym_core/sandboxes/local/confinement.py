@@ -35,7 +35,6 @@ import os
 import select
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -72,30 +71,13 @@ SANDBOX_ID_VAR = "RGYM_SANDBOX_ID"
 DEFAULT_PIDS = 2048
 MIB = 1 << 20
 
-#: pid 1 of a bubblewrap sandbox: says it is ready on argv[2] (the sandbox is then
-#: set up), reaps orphans, exits when the runner closes its control pipe (argv[1]);
-#: as pid 1 it cannot be signalled from inside.
-KEEPER = """
-import os, select, signal, sys
-for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGPIPE"):
-    signal.signal(getattr(signal, name), signal.SIG_IGN)
-fd = int(sys.argv[1])
-os.write(int(sys.argv[2]), b"ready")
-os.close(int(sys.argv[2]))
-poll = select.poll()
-poll.register(fd, select.POLLIN)
-while True:
-    ready = poll.poll(100)
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            break
-    if ready and not os.read(fd, 4096):
-        os._exit(0)
-"""
+#: pid 1 of a bubblewrap sandbox (a bash: it starts in a few milliseconds): says it
+#: is ready on fd $2 (the sandbox is then set up), reaps orphans (bash's SIGCHLD
+#: handler reaps every child, adopted ones included), and exits when the runner
+#: closes its control pipe (fd $1).  As pid 1 it cannot be signalled from inside.
+KEEPER = ('trap "" INT TERM HUP QUIT USR1 USR2 PIPE; echo ready >&"$2"; eval "exec $2>&-"; '
+          'while :; do read -r -t 0.2 -u "$1" _; rc=$?; '
+          'if [ $rc -le 128 ]; then [ $rc -eq 0 ] || exit 0; fi; done')
 
 _WARNED: set[str] = set()
 
@@ -370,7 +352,8 @@ class Confinement:
         cmd.remount_ro("/dev")
         cmd.remount_ro("/")
         # The keeper forks nothing: the limits go on each agent process (see command()).
-        keeper = [sys.executable, "-I", "-S", "-c", KEEPER, str(control_r), str(ready_w)]
+        keeper = ["/bin/bash", "--noprofile", "--norc", "-c", KEEPER, "rgym-keeper",
+                  str(control_r), str(ready_w)]
         self._errors = tempfile.TemporaryFile()
         try:
             with cmd.prepare(keeper) as prepared:
@@ -388,7 +371,7 @@ class Confinement:
         self._control_fd = control_w
         try:
             info = json.loads(self._read_until(info_r, lambda data: _json_or_none(data)))
-            self._read_until(ready_r, lambda data: data == b"ready")
+            self._read_until(ready_r, lambda data: data.startswith(b"ready"))
         finally:
             os.close(info_r)
             os.close(ready_r)
