@@ -92,12 +92,13 @@ def _validate(image: str, root: Path, n_files: int, repeats: int) -> tuple[list[
             record = grader.grade("validate", step)
             grades.append(time.perf_counter() - t)
             assert record.valid and record.scores["files"] == n_files, record
-        export = getattr(box, "export_workspace", None)
-        if export is not None:
-            for i in range(repeats):
-                t = time.perf_counter()
-                export(root / f"export{n_files}-{i}")
-                exports.append(time.perf_counter() - t)
+        for i in range(repeats):
+            t = time.perf_counter()
+            try:
+                box.export_workspace(root / f"export{n_files}-{i}")
+            except NotImplementedError:  # a backend from before contract 2
+                break
+            exports.append(time.perf_counter() - t)
     finally:
         box.cleanup()
     return grades, exports
@@ -110,17 +111,21 @@ def _disk(image: str, root: Path) -> dict[str, float | str]:
     try:
         box.start(WorkspaceLayout())
         t = time.perf_counter()
-        full = box.run("dd if=/dev/zero of=fill bs=1M count=1024 2>&1 | tail -2", timeout=120)
+        full = box.run("dd if=/dev/zero of=fill bs=1M count=1024 2>&1", timeout=300)
         fill_s = time.perf_counter() - t
-        assert "No space left" in full.output, full.output
         (row,) = box.client.api.containers(all=True, size=True, filters={"id": box.container.id})
         box.run("rm -f fill && truncate -s 2G sparse.bin && echo x > small.txt", timeout=60)
+        out: dict[str, float | str] = {
+            "storage": str(getattr(box, "storage", None) or "none"), "fill_s": fill_s,
+            "stopped": "yes" if "No space left" in full.output else "no",
+            "engine_disk_mb": (row.get("SizeRw") or 0) / 2**20}
         t = time.perf_counter()
-        report = box.export_workspace(root / "sparse-out", quota_bytes=3 << 30)
-        sparse_s = time.perf_counter() - t
-        return {"storage": str(box.storage), "fill_s": fill_s,
-                "engine_disk_mb": (row.get("SizeRw") or 0) / 2**20, "sparse_s": sparse_s,
-                "sparse_host_kb": report.disk_bytes / 1024}
+        try:
+            report = box.export_workspace(root / "sparse-out", quota_bytes=3 << 30)
+        except NotImplementedError:
+            return out
+        out.update(sparse_s=time.perf_counter() - t, sparse_host_kb=report.disk_bytes / 1024)
+        return out
     finally:
         box.cleanup()
 
@@ -181,7 +186,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for n_files in (3, 30):
             validate[n_files] = _validate(image, Path(tmp), n_files, args.validates)
-        disk = _disk(image, Path(tmp)) if hasattr(DockerSandbox, "export_workspace") else None
+        disk = _disk(image, Path(tmp))
 
     s_ms = _median_ms(shell)
     print(f"image: {image}")
@@ -202,10 +207,12 @@ def main() -> None:
         print(f"{'export_workspace, 30 files':<44} median {_median_ms(e30):8.2f} ms  "
               f"(n={len(e30)}, {_median_ms(e30) / _median_ms(e3):5.2f}x)")
     if disk:
-        print(f"workspace limit 256 MB ({disk['storage']}): dd of 1 GiB stopped at the limit after "
+        stopped = "stopped at the limit" if disk["stopped"] == "yes" else "was NOT stopped"
+        print(f"workspace limit 256 MB (storage: {disk['storage']}): dd of 1 GiB {stopped} after "
               f"{disk['fill_s']:.2f} s; the engine's disk got {disk['engine_disk_mb']:.1f} MB")
-        print(f"2 GiB sparse file copied out in {disk['sparse_s'] * 1000:.0f} ms, "
-              f"{disk['sparse_host_kb']:.0f} KiB of host disk")
+        if "sparse_s" in disk:
+            print(f"2 GiB sparse file copied out in {float(disk['sparse_s']) * 1000:.0f} ms, "
+                  f"{disk['sparse_host_kb']:.0f} KiB of host disk")
 
 
 if __name__ == "__main__":

@@ -234,27 +234,34 @@ class DockerSandbox(Sandbox):
                 targets[dest] = prepared
             self.container = self._create("episode", self.config.network_enabled,
                                           caps=EPISODE_CAPS, mounts=mounts)
-            for dest, prepared in targets.items():  # into the volumes, before the start
-                tar = archives.ArchiveBuilder()
-                tar.add_tree(prepared.public, ".", uid=0, gid=0, read_only=True)
-                with tar.finish() as data:
-                    self.container.put_archive(dest, data)
             self.container.start()
+            # the datasets go into their volumes while the supervisor starts
+            filling = _Background(self._fill_volumes, targets)
             parents = sorted({p for dest in targets
                               for p in archives.parents_below(WORKSPACE, dest)})
             self.shell = ShellSession(self.client.api, self.container.id, user=AGENT,
                                       workdir=WORKSPACE, environment=_agent_env(self.config.env),
                                       read_only_dirs=sorted(targets), agent_dirs=parents)
-            self.shell.start()
             if layout.starter is not None and layout.starter.is_dir():
                 tar = archives.ArchiveBuilder()
                 for entry in sorted(layout.starter.iterdir()):
                     tar.add_tree(entry, entry.name)
                 with tar.finish() as data:
-                    self.shell.untar(data, os.fstat(data.fileno()).st_size, WORKSPACE)
+                    self.shell.start(data, os.fstat(data.fileno()).st_size)
+            else:
+                self.shell.start()
+            filling.join()
         except BaseException:
             self.cleanup()
             raise
+
+    def _fill_volumes(self, targets: dict[str, Any]) -> None:
+        """Copy each dataset into its volume, root-owned and read-only."""
+        for dest, prepared in targets.items():
+            tar = archives.ArchiveBuilder()
+            tar.add_tree(prepared.public, ".", uid=0, gid=0, read_only=True)
+            with tar.finish() as data:
+                self.container.put_archive(dest, data)
 
     # -- the shell ---------------------------------------------------------------
 
@@ -623,6 +630,27 @@ class DockerSandbox(Sandbox):
         lifecycle.untrack(self)
         if container is not None:
             _remove_quietly(container)
+
+
+class _Background:
+    """Run ``fn(*args)`` in a thread; :meth:`join` re-raises its exception."""
+
+    def __init__(self, fn: Any, *args: Any) -> None:
+        self.error: BaseException | None = None
+
+        def target() -> None:
+            try:
+                fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by join()
+                self.error = exc
+
+        self.thread = threading.Thread(target=target, name="rgym-docker-layout", daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 class _ChunkReader:

@@ -169,8 +169,10 @@ class ShellSession:
 
     # -- lifecycle ---------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start (or restart) the supervisor and its shell, in :attr:`cwd`."""
+    def start(self, starter: IO[bytes] | None = None, starter_size: int = 0) -> None:
+        """Start (or restart) the supervisor and its shell, in :attr:`cwd`; ``starter``
+        (a tar of ``starter_size`` bytes) is extracted into the workspace first, as
+        the agent user."""
         with self._lock:
             self.close()
             self.stream = ExecStream(self.api, self.container_id, supervisor_argv("session"),
@@ -179,8 +181,15 @@ class ShellSession:
             self.stream.write(SUPERVISOR_SOURCE)
             self._send({"op": "init", "user": self.user, "workdir": self.cwd,
                         "env": self.environment, "read_only_dirs": self.read_only_dirs,
-                        "agent_dirs": self.agent_dirs})
+                        "agent_dirs": self.agent_dirs,
+                        "size": starter_size if starter is not None else 0})
+            if starter is not None:
+                self._stream_in(starter, starter_size)
             header, _ = self._expect("ready", time.monotonic() + START_TIMEOUT_S)
+            untarred = header.get("untarred") or {}
+            if untarred and untarred.get("exit") != 0:
+                raise OSError(f"laying out the starter files failed: "
+                              f"{str(untarred.get('error', '')).strip()}")
             self.pid = int(header["pid"])
             self.supervisor_pid = int(header["supervisor"])
             self.cwd = header.get("cwd") or self.cwd
@@ -329,16 +338,20 @@ class ShellSession:
             self._ensure()
             assert self.stream is not None
             self._send({"op": "untar", "dest": dest, "size": size})
-            left = size
-            while left:
-                piece = archive.read(min(left, 1 << 20))
-                if not piece:
-                    raise OSError("the archive ended early")
-                self.stream.write(piece)
-                left -= len(piece)
+            self._stream_in(archive, size)
             header, _ = self._expect("untarred", time.monotonic() + 600)
             if header.get("exit") != 0:
                 raise OSError(f"extracting into {dest} failed: {header.get('error', '').strip()}")
+
+    def _stream_in(self, archive: IO[bytes], size: int) -> None:
+        assert self.stream is not None
+        left = size
+        while left:
+            piece = archive.read(min(left, 1 << 20))
+            if not piece:
+                raise OSError("the archive ended early")
+            self.stream.write(piece)
+            left -= len(piece)
 
     def pack(self, root: str, *, include: list[str] | None = None,
              exclude: list[str] | None = None, quota: int | None = None) -> PackStream:

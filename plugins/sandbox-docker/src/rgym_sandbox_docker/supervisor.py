@@ -606,10 +606,14 @@ class Session:
         for path in cfg.get("agent_dirs") or ():  # folders above a dataset mount
             if os.path.isdir(path) and not os.path.islink(path):
                 os.chown(path, cfg["uid"], cfg["gid"])
+        untarred: dict[str, Any] = {}
+        if cfg.get("size"):  # the starter files follow the request
+            code, err = self._extract(cfg["workdir"], int(cfg["size"]))
+            untarred = {"exit": code, "error": err}
         self.shell = Shell(cfg, 0)
         self.shell.start(cfg["workdir"])
         send({"ev": "ready", "pid": self.shell.pid, "cwd": self.shell.cwd,
-              "supervisor": os.getpid()})
+              "supervisor": os.getpid(), "untarred": untarred})
 
     def _restart(self, cwd: str | None) -> Shell:
         old = self.shell
@@ -680,17 +684,21 @@ class Session:
         n = kill_young(self.cfg["uid"], None if since is None else int(since), exclude)
         send({"ev": "killed", "count": n})
 
-    def op_untar(self, request: dict[str, Any]) -> None:
-        """Extract a tar (the next ``size`` bytes) into ``dest`` as the agent user."""
-        dest = request["dest"]
+    def _extract(self, dest: str, size: int) -> tuple[int, str]:
+        """Extract the next ``size`` bytes of the host's input (a tar) into ``dest`` as
+        the agent user; (exit status, error text)."""
+        if os.path.isdir(dest):  # one process less when the folder is there
+            argv = ["tar", "-x", "-f", "-", "-C", dest, "--no-same-owner"]
+        else:
+            argv = ["sh", "-c", 'mkdir -p -- "$1" && exec tar -x -f - -C "$1" --no-same-owner',
+                    "sh", dest]
         proc = subprocess.Popen(
-            ["sh", "-c", 'mkdir -p -- "$1" && exec tar -x -f - -C "$1" --no-same-owner', "sh",
-             dest], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             user=self.cfg["uid"], group=self.cfg["gid"], extra_groups=[],
             env=self.cfg["env"], cwd="/")
         assert proc.stdin is not None and proc.stderr is not None
         broken = False
-        for piece in self.host.take(int(request["size"])):
+        for piece in self.host.take(size):
             if not broken:
                 try:
                     proc.stdin.write(piece)
@@ -701,7 +709,12 @@ class Session:
         except BrokenPipeError:
             pass
         err = proc.stderr.read().decode("utf-8", "replace")
-        send({"ev": "untarred", "exit": proc.wait(), "error": err[-4000:]})
+        return proc.wait(), err[-4000:]
+
+    def op_untar(self, request: dict[str, Any]) -> None:
+        """Extract a tar (the next ``size`` bytes) into ``dest`` as the agent user."""
+        code, err = self._extract(request["dest"], int(request["size"]))
+        send({"ev": "untarred", "exit": code, "error": err})
 
     def op_pack(self, request: dict[str, Any]) -> None:
         """Stream a tar of ``root`` (files the agent user can read) as chunk frames."""
