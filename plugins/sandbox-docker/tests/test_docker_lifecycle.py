@@ -67,6 +67,7 @@ def test_prune_removes_only_containers_whose_owner_is_gone(docker_client, image:
 
 
 def _start_episode(test_env: dict[str, str], tmp_path: Path) -> subprocess.Popen[bytes]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     script = tmp_path / "script.yaml"
     script.write_text('- {tool: bash, args: {command: "sleep 600"}}\n')
     return subprocess.Popen([*RGYM, "run", "rgym/demo", "--agent", "scripted", "--sandbox",
@@ -75,45 +76,43 @@ def _start_episode(test_env: dict[str, str], tmp_path: Path) -> subprocess.Popen
                             env=test_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-def _wait_for_command(docker_client, proc: subprocess.Popen[bytes]):  # type: ignore[no-untyped-def]
-    for _ in range(1200):  # until the episode's command runs in its container
-        running = docker_client.containers.list(filters=_label_filter())
-        if running and "sleep 600" in json.dumps(running[0].top()):
-            return running[0]
-        assert proc.poll() is None, proc.stdout.read().decode()  # type: ignore[union-attr]
+def _wait_for_commands(docker_client, procs: list[subprocess.Popen[bytes]]):  # type: ignore[no-untyped-def]
+    """The episode containers, once each runs its command."""
+    for _ in range(1800):
+        running = [c for c in docker_client.containers.list(filters=_label_filter())
+                   if c.labels.get(lifecycle.ROLE_LABEL) == "episode"
+                   and "sleep 600" in json.dumps(c.top())]
+        if len(running) == len(procs):
+            return running
+        for proc in procs:
+            assert proc.poll() is None, proc.stdout.read().decode()  # type: ignore[union-attr]
         time.sleep(0.1)
-    pytest.fail("the episode's container never ran the command")
+    pytest.fail("the episodes' containers never ran their command")
 
 
-def test_a_live_episode_survives_prune_and_sigterm_cleans_up(docker_client, test_env,
-                                                             tmp_path: Path) -> None:
-    proc = _start_episode(test_env, tmp_path)
+def test_live_episodes_survive_prune_and_signals_clean_up(docker_client, test_env,
+                                                          tmp_path: Path) -> None:
+    """Two episodes run at once: `prune` leaves them alone; SIGTERM ends one, SIGINT
+    the other, and neither leaves a container behind."""
+    procs = [_start_episode(test_env, tmp_path / name) for name in ("term", "int")]
     try:
-        container = _wait_for_command(docker_client, proc)
+        containers = _wait_for_commands(docker_client, procs)
         done = _prune(test_env)
         assert done.returncode == 0 and "removed 0 container(s)" in done.stdout, done.stdout
+        assert "kept 2 of live runs" in done.stdout
         assert _prune(test_env, "--all", stdin="n\n").returncode == 2  # no terminal, no --yes
-        container.reload()
-        assert container.status == "running" and proc.poll() is None
-        assert "sleep 600" in json.dumps(container.top())
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=120)
+        for container in containers:
+            container.reload()
+            assert container.status == "running" and "sleep 600" in json.dumps(container.top())
+        assert all(proc.poll() is None for proc in procs)
+        procs[0].send_signal(signal.SIGTERM)
+        procs[1].send_signal(signal.SIGINT)
+        outs = [proc.communicate(timeout=120)[0].decode() for proc in procs]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert docker_client.containers.list(all=True, filters=_label_filter()) == [], out.decode()
-
-
-def test_interrupted_run_leaves_no_container(docker_client, test_env, tmp_path: Path) -> None:
-    proc = _start_episode(test_env, tmp_path)
-    try:
-        _wait_for_command(docker_client, proc)
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert docker_client.containers.list(all=True, filters=_label_filter()) == [], out.decode()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert docker_client.containers.list(all=True, filters=_label_filter()) == [], outs
 
 
 def _result(runs: Path) -> dict:

@@ -123,3 +123,18 @@ def test_docker_setup_names_no_mirror_host() -> None:
     given = subprocess.run(["bash", "-c", show], capture_output=True, text=True, check=True,
                            env={"PATH": os.environ["PATH"], "RGYM_DEBIAN_MIRROR": "file:///m"})
     assert given.stdout.strip() == "<file:///m> 1"
+
+
+def test_the_registered_backend_describes_its_limits_for_rgym_show() -> None:
+    """`rgym show TASK` reads `SandboxSpec.limits`: the defaults a task gets in Docker."""
+    from rgym_core.registry import load_registry
+
+    registry = load_registry()
+    spec = registry.sandbox("docker")
+    lines = spec.limits(registry.task("rgym/demo").resources, {})
+    assert lines["memory"] == f"{limits.DEFAULT_MEMORY_MB} MB (default), no swap beyond it"
+    assert lines["processes"] == f"{limits.DEFAULT_PIDS} (default)"
+    assert lines["workspace"].startswith("2048 MB")
+    own = spec.limits(Resources(memory_mb=512, pids=64, disk_mb=100), {})
+    assert (own["memory"], own["processes"], own["workspace"]) == \
+        ("512 MB, no swap beyond it", "64", "100 MB")
