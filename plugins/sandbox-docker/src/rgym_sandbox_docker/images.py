@@ -67,14 +67,37 @@ def containers_dir() -> Path:
                           "./plugins/sandbox-docker from a checkout) or set RGYM_CONTAINERS_DIR")
 
 
+def _pip_find_links() -> list[str]:
+    """pip's own ``find-links`` setting: ``PIP_FIND_LINKS``, else the ``[global]``
+    section of pip's configuration files (``PIP_CONFIG_FILE``, site, user)."""
+    if "PIP_FIND_LINKS" in os.environ:
+        return os.environ["PIP_FIND_LINKS"].split()
+    import configparser
+
+    files = [os.environ.get("PIP_CONFIG_FILE", ""), "/etc/pip.conf", "/etc/xdg/pip/pip.conf",
+             os.path.expanduser("~/.config/pip/pip.conf"), os.path.expanduser("~/.pip/pip.conf")]
+    found: list[str] = []
+    for name in files:
+        if not name or not os.path.isfile(name):
+            continue
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(name)
+        except configparser.Error:
+            continue
+        for section in ("global", "install"):
+            if parser.has_option(section, "find-links"):
+                found = parser.get(section, "find-links").split()  # the last file wins
+    return found
+
+
 def wheel_folders() -> list[Path]:
     """Local folders of wheels the pack and agent layers install from first:
-    ``RGYM_PIP_FIND_LINKS`` (folders separated by ``:``), else the folders in pip's
-    own ``PIP_FIND_LINKS`` (whitespace-separated; URLs are left out).  Missing
-    folders are ignored."""
+    ``RGYM_PIP_FIND_LINKS`` (folders separated by ``:``), else the folders of pip's own
+    ``find-links`` (``PIP_FIND_LINKS`` or pip's configuration; URLs are left out).
+    Missing folders are ignored."""
     raw = os.environ.get("RGYM_PIP_FIND_LINKS")
-    items = raw.split(os.pathsep) if raw is not None else \
-        os.environ.get("PIP_FIND_LINKS", "").split()
+    items = raw.split(os.pathsep) if raw is not None else _pip_find_links()
     out = []
     for item in items:
         item = item.strip()
