@@ -138,3 +138,45 @@ def test_the_registered_backend_describes_its_limits_for_rgym_show() -> None:
     own = spec.limits(Resources(memory_mb=512, pids=64, disk_mb=100), {})
     assert (own["memory"], own["processes"], own["workspace"]) == \
         ("512 MB, no swap beyond it", "64", "100 MB")
+
+
+class _FakeEngine:
+    """Just enough of the SDK's client for `DockerSandbox._create`: an engine that
+    refuses `--storage-opt` the way overlay2 on ext4 does."""
+
+    def __init__(self, quota: bool) -> None:
+        self.quota = quota
+        self.created: list[dict[str, object]] = []
+        self.api = type("Api", (), {"base_url": f"fake://{id(self)}"})()
+        self.containers = self
+
+    def create(self, **kwargs: object) -> dict[str, object]:
+        import docker.errors
+
+        if "storage_opt" in kwargs and not self.quota:
+            raise docker.errors.APIError(
+                "500 Server Error: Internal Server Error (\"--storage-opt is supported only for "
+                "overlay over xfs with 'pquota' mount option\")")
+        self.created.append(kwargs)
+        return kwargs
+
+
+@pytest.mark.parametrize("quota", [True, False])
+def test_storage_auto_uses_the_engines_quota_else_the_tmpfs_fallback(quota: bool) -> None:
+    from rgym_core.sandbox import SandboxError
+
+    engine = _FakeEngine(quota)
+    box = DockerSandbox(SandboxConfig(run_id="r", options={"disk_mb": 100}))
+    box.client, box.image = engine, "img"
+    made = box._create("episode", False, caps=[], mounts=[])
+    assert box.storage == ("quota" if quota else "tmpfs")
+    if quota:
+        assert made["storage_opt"] == {"size": "164m"} and "tmpfs" not in made
+    else:
+        assert made["read_only"] is True and "storage_opt" not in made
+        box._create("grader", False, caps=[], mounts=[])  # the engine is remembered: one try
+        assert len(engine.created) == 2 and all("storage_opt" not in c for c in engine.created)
+        forced = DockerSandbox(SandboxConfig(run_id="r", options={"storage": "quota"}))
+        forced.client, forced.image = _FakeEngine(False), "img"
+        with pytest.raises(SandboxError, match="cannot limit a container's disk"):
+            forced._create("episode", False, caps=[], mounts=[])

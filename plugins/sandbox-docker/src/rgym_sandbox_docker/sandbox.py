@@ -83,7 +83,7 @@ EPISODE_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID", "
 GRADER_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"]
 #: MB of the root-only tmpfs of the supervisor (/run/rgym) in tmpfs mode.
 RUN_TMPFS_MB = 64
-#: Engines (by id) that refused ``--storage-opt size``.
+#: Engines (by address) that refused ``--storage-opt size``.
 _NO_QUOTA: set[str] = set()
 _QUOTA_ERRORS = ("storage-opt", "storage opt", "pquota", "quota")
 
@@ -177,10 +177,8 @@ class DockerSandbox(Sandbox):
                                  base=self.config.options.get("base"))
 
     def _engine_id(self) -> str:
-        try:
-            return str(self.client.info().get("ID") or "engine")
-        except Exception:  # noqa: BLE001
-            return "engine"
+        """The engine this client talks to (its address: no request needed)."""
+        return str(getattr(self.client.api, "base_url", "") or "engine")
 
     def _create(self, role: str, network: bool, *, caps: list[str], mounts: list[Any],
                 extra_mb: int = 0, workspace: bool = True) -> Any:
