@@ -25,6 +25,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import yaml
@@ -86,7 +87,7 @@ def bench_grading(env_name: str) -> dict:
     from rgym_core import load_task
     from rgym_core.testing import grade
 
-    record = grade(load_task(TASK_DIRS[env_name]), untrained_submission(env_name), starter=False)
+    record = grade(load_task(TASK_DIRS[env_name]), untrained_submission(env_name))
     if not record.valid:
         raise SystemExit(f"{env_name}: grading failed: {record.error}")
     return record.details | {"Reward Mean": record.scores["Reward Mean"]}
@@ -140,6 +141,8 @@ def main() -> int:
     parser.add_argument("--train-updates", type=int, default=8)
     args = parser.parse_args()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # JAX is loaded here before the grader starts: fork + exec is safe, the warning is noise.
+    warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     rows = []
     for env_name in args.env or sorted(TASK_DIRS):
