@@ -124,6 +124,11 @@ def sweep(ctx: click.Context, tasks: tuple[str, ...], spec_file: Path | None, ag
             if spec_file is not None and not sweep_dir.is_absolute():
                 sweep_dir = spec_file.parent / sweep_dir
         resume_only = not tasks and spec_file is None and sweep_dir is not None
+        if resume_only:  # a bare `rgym sweep -o DIR`: the manifest's settings are the defaults
+            from rgym_core.sweep.folder import SweepFolder
+
+            manifest = SweepFolder(sweep_dir).read_manifest() or {}
+            settings = {k: v for k, v in dict(manifest.get("settings") or {}).items() if v is not None}
         spec = SweepSpec(tasks=list(tasks) or base.tasks,
                          agents=_split_csv(agents) or base.agents,
                          models=_split_csv(models) or base.models,
@@ -140,7 +145,7 @@ def sweep(ctx: click.Context, tasks: tuple[str, ...], spec_file: Path | None, ag
         executor=executor or str(settings.get("executor", "local")),
         executor_options={**dict(settings.get("executor_options") or {}),
                           **_parse_pairs(executor_options, "--executor-option")},
-        address=address)
+        address=address or settings.get("address"))
     registry = get_registry(ctx)
     from rgym_core.sweep.session import SweepSession
 

@@ -235,9 +235,10 @@ class SweepEngine:
             signals = _Signals(lambda name: self.stop(name), self._hard_stop)
             ran = 0
             with signals.installed():
-                if self._pending:
+                if self._pending or self._waiting:
                     self.executor.start(self.registry)
                     self.executor_started = True
+                    self._adopt()
                 try:
                     while self._pending or self._inflight or self._waiting:
                         if self._stop_reason is None:
@@ -267,6 +268,17 @@ class SweepEngine:
             self._journal = None
         return outcome
 
+    def _adopt(self) -> None:
+        by_key = {c.key: c for c in [*self._pending, *self._waiting.values()]}
+        adopted = set(self.executor.adopt(list(by_key.values())))
+        if not adopted:
+            return
+        self._pending = deque(c for c in self._pending if c.key not in adopted)
+        for key in adopted:
+            self._waiting.pop(key, None)
+            self._inflight[key] = by_key[key]
+            self._attempts[key] = len(self.folder.attempts(by_key[key])) + 1
+
     def _submit(self, cell: Cell) -> None:
         attempt = self._attempts.get(cell.key, len(self.folder.attempts(cell))) + 1
         self._attempts[cell.key] = attempt
@@ -281,24 +293,26 @@ class SweepEngine:
             return
         if update.kind == "started":
             self.status.started_cell(cell.key, self._attempts.get(cell.key, 1))
-            self.emit("cell_start", **self._cell_data(cell), attempt=self._attempts.get(cell.key, 1))
+            self.emit("cell_start", **self._cell_data(cell), attempt=self._attempts.get(cell.key, 1),
+                      **{k: v for k, v in update.detail.items() if k in ("job_id", "adopted")})
         elif update.kind == "step":
             self.status.stepped(cell.key, update.step, update.cost_usd)
             self.emit("cell_step", cell=cell.key, step=update.step,
                       cost_usd=None if update.cost_usd is None else round(update.cost_usd, 6))
         elif update.kind == "finished":
             del self._inflight[cell.key]
+            where = {k: update.detail[k] for k in ("host", "node", "job_id") if update.detail.get(k)}
             self._finished(cell, update.error, cancelled=bool(update.detail.get("cancelled")),
-                           traceback=update.detail.get("traceback"))
+                           traceback=update.detail.get("traceback"), where=where)
 
     def _finished(self, cell: Cell, error: str | None, *, cancelled: bool = False,
-                  traceback: str | None = None) -> None:
+                  traceback: str | None = None, where: dict[str, Any] | None = None) -> None:
         status = self.folder.state(cell)
         state = status.state
         if state is CellState.RUNNING:  # its job ended, so no one writes it any more
             state = CellState.LEFTOVER
         result = status.result
-        base = {**self._cell_data(cell), "attempt": self._attempts.get(cell.key, 1)}
+        base = {**self._cell_data(cell), "attempt": self._attempts.get(cell.key, 1), **(where or {})}
         if result is not None:
             base.update(status=result.status.value, metric=result.primary_metric,
                         score=(result.final_scores or {}).get(result.primary_metric),
@@ -356,9 +370,6 @@ class SweepEngine:
                 self.emit("cell_retired", **self._cell_data(cell), reason=reason, moved_to=str(moved))
                 self.status.rows[key].state = PENDING
                 self._pending.append(cell)
-                if not self.executor_started:
-                    self.executor.start(self.registry)
-                    self.executor_started = True
 
     executor_started = False
 

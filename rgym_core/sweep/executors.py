@@ -19,7 +19,6 @@ import hashlib
 import os
 import queue
 import threading
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -89,6 +88,12 @@ class Executor:
     def submit(self, job: EpisodeJob) -> None:
         raise NotImplementedError
 
+    def adopt(self, cells: list[Cell]) -> list[str]:
+        """Take over jobs of ``cells`` that an earlier, killed invocation left queued or
+        running (a batch system's jobs outlive the sweep's process); returns their keys,
+        which the engine then watches instead of submitting them again."""
+        return []
+
     def poll(self, timeout: float) -> list[JobUpdate]:
         """Updates since the last call, waiting up to ``timeout`` seconds for the first."""
         raise NotImplementedError
@@ -114,6 +119,40 @@ class ExecutorSpec:
 
 
 # ------------------------------------------------------------------------ shared helpers
+
+
+@define(frozen=True)
+class JobRequirements:
+    """What one episode asks of a cluster, from its task (and profile) and the sweep's
+    options: CPUs, memory, GPUs, and a wall-clock limit for the whole job."""
+
+    cpus: float = 1.0
+    memory_mb: int | None = None
+    gpus: int = 0
+    #: The episode's time budget plus its grading and a set-up margin (``None``: unlimited).
+    time_limit_s: float | None = None
+
+
+#: Seconds added to an episode's budget for the sandbox set-up, archiving and start-up.
+SETUP_MARGIN_S = 300.0
+
+
+def job_requirements(registry: Any, config: Any) -> JobRequirements:
+    """The :class:`JobRequirements` of the episode ``config`` describes."""
+    task = registry.task(config.task).with_profile(config.profile)
+    res = task.resources
+    cpus = config.cpus if config.cpus is not None else (res.cpus or 1.0)
+    memory = config.memory_mb if config.memory_mb is not None else res.memory_mb
+    gpus = res.gpus
+    if config.gpus not in (None, ""):
+        gpus = int(config.gpus) if str(config.gpus).isdigit() else gpus
+    budget = task.budget.merged(time_limit_s=config.time_limit_s)
+    limit = None
+    if budget.time_limit_s is not None:
+        grading = float(getattr(task.grader, "timeout_s", None) or 0.0)
+        limit = float(budget.time_limit_s) + grading * 2 + SETUP_MARGIN_S
+    return JobRequirements(cpus=float(cpus), memory_mb=int(memory) if memory else None, gpus=int(gpus),
+                           time_limit_s=limit)
 
 
 def lock_root() -> Path:
@@ -240,6 +279,11 @@ class SweepInterrupt(KeyboardInterrupt):
 # ------------------------------------------------------------------------ local executor
 
 
+#: Episode phases (the runner's last progress event) in which an episode may be
+#: interrupted at once: inside the runner's agent loop, which records it as cancelled.
+_INTERRUPTIBLE = ("start", "action", "step")
+
+
 class _Running:
     def __init__(self, job: EpisodeJob) -> None:
         self.job = job
@@ -295,9 +339,10 @@ class LocalExecutor(Executor):
         with self._lock:
             running = list(self._running.values())
         for item in running:
-            # an episode inside a tool call is stopped there; others stop at their next
-            # step (the progress callback raises), so writing the result is never cut
-            if item.phase == "action" and item.thread_id is not None and not item.interrupted:
+            # an episode in its agent loop (waiting for the model, or inside a tool call)
+            # is stopped there; one setting up or grading stops at its next step (the
+            # progress callback raises), so writing the result is never cut
+            if item.phase in _INTERRUPTIBLE and item.thread_id is not None and not item.interrupted:
                 item.interrupted = True
                 raise_in_thread(item.thread_id, SweepInterrupt)
 
@@ -397,10 +442,6 @@ def find_executor(registry: Any, name: str) -> ExecutorSpec:
     raise ValueError(f"unknown executor '{name}'{hint}; the executors: {known}")
 
 
-def wait_briefly(seconds: float) -> None:
-    time.sleep(seconds)
-
-
-__all__ = ["ConnectionLimiter", "EpisodeJob", "Executor", "ExecutorOptions", "ExecutorSpec",
+__all__ = ["JobRequirements", "SETUP_MARGIN_S", "job_requirements", "ConnectionLimiter", "EpisodeJob", "Executor", "ExecutorOptions", "ExecutorSpec",
            "JobUpdate", "LocalExecutor", "SweepInterrupt", "dataset_ids", "file_lock",
            "find_executor", "local_executor_spec", "prepared_agent", "preparing", "raise_in_thread"]

@@ -178,7 +178,8 @@ class SweepFolder:
         manifest = self.read_manifest() or {}
         return [Cell.from_data(c) for c in manifest.get("cells", [])]
 
-    def write_manifest(self, spec: SweepSpec, cells: list[Cell], *, executor: str) -> list[Cell]:
+    def write_manifest(self, spec: SweepSpec, cells: list[Cell], *, executor: str,
+                       settings: dict[str, Any] | None = None) -> list[Cell]:
         """Record ``spec`` and ``cells`` (joined to the cells already recorded: a sweep
         may grow) and return every cell of the folder.  Refuses shared options that
         differ from those the folder's runs were made with."""
@@ -197,6 +198,7 @@ class SweepFolder:
             "created": (old or {}).get("created", time.time()),
             "updated": time.time(),
             "executor": executor,
+            "settings": dict(settings or {}),
             "fingerprint": spec.fingerprint(),
             "spec": spec.to_data(),
             "cells": [c.to_data() for c in every],

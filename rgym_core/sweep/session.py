@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from rgym_core.sweep.display import Display
-from rgym_core.sweep.engine import SweepEngine, plan, preflight_cells, sweep_dir_default
-from rgym_core.sweep.executors import ExecutorOptions, find_executor
+from rgym_core.sweep.engine import Plan, SweepEngine, plan, preflight_cells, sweep_dir_default
+from rgym_core.sweep.executors import Executor, ExecutorOptions, find_executor
 from rgym_core.sweep.folder import SweepFolder
 from rgym_core.sweep.matrix import Cell, SweepError, SweepSpec, expand
 
@@ -46,24 +46,32 @@ class SweepSession:
     def cells(self) -> list[Cell]:
         """The cells this invocation covers (with ``resume_only``: the manifest's)."""
         if self.resume_only:
-            manifest = self.folder.read_manifest()
-            if manifest is None:
+            if self.folder.read_manifest() is None:
                 raise SweepError(f"{self.folder.path}: no sweep here (no sweep.json); name tasks "
                                  "(or --file) to start one")
+            given = dict(self.spec.run)  # options on the command line apply on top
             self.spec = self.folder.manifest_spec()
-            for key, value in self.spec.run.items():
-                self.spec.run[key] = value
+            self.spec.run.update(given)
             return self.folder.manifest_cells()
         return expand(self.spec, self.registry)
 
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The sweep's own settings, recorded in the manifest (a bare resume reuses them)."""
+        return {"max_parallel": self.max_parallel, "max_connections": self.max_connections,
+                "retry_errors": self.retry_errors, "executor": self.executor_name,
+                "executor_options": self.executor_options, "address": self.address}
+
     def run(self, *, as_json: bool = False, quiet: bool = False, dry_run: bool = False,
-            print_summary: Callable[[Path], None] | None = None,
-            stream: Any = None) -> int:
-        """Run the sweep; returns the exit code (0 all done, 1 some failed, 130 stopped)."""
+            print_summary: Callable[[Path], None] | None = None, stream: Any = None) -> int:
+        """Run the sweep; returns the exit code (0 all done, 1 some failed, 130 stopped).
+
+        Raises :class:`~rgym_core.sweep.matrix.SweepError` (usage: exit 2) before
+        anything runs: a bad matrix, other options than the folder's runs were made
+        with, a cell that cannot start, another sweep on the folder."""
         cells = self.cells()
-        spec_file = self.folder.path / "sweep.json"
         with self.folder.locked():
-            if self.folder.read_manifest() is not None and not self.resume_only:
+            if self.folder.read_manifest() is not None:
                 old = self.folder.manifest_spec()
                 if old.fingerprint() != self.spec.fingerprint():
                     raise SweepError(self.folder._mismatch(old, self.spec))
@@ -75,35 +83,41 @@ class SweepSession:
                 problems = preflight_cells(the_plan.to_run, self.spec, self.folder, self.registry)
                 if problems:
                     raise SweepError("cannot start the sweep:\n  " + "\n  ".join(problems))
-            spec_to_write = self.spec
-            self.folder.write_manifest(spec_to_write, cells, executor=self.executor_name)
-            del spec_file
+            self.folder.write_manifest(self.spec, cells, executor=self.executor_name,
+                                       settings=self.settings)
             code = 0
             if not the_plan.nothing_to_do:
-                spec_obj = find_executor(self.registry, self.executor_name)
-                executor = spec_obj.factory(ExecutorOptions(
-                    max_parallel=self.max_parallel, max_connections=self.max_connections,
-                    address=self.address, sweep_dir=self.folder.path, options=self.executor_options))
-                mode = Display.choose(as_json, quiet)
-                holder: dict[str, SweepEngine] = {}
-                display = Display(lambda: holder["engine"].status, mode=mode)
-                engine = SweepEngine(self.folder, self.spec, the_plan, executor, registry=self.registry,
-                                     retry_errors=self.retry_errors, sinks=[display],
-                                     on_hard_stop=display.close)
-                holder["engine"] = engine
-                self.engine = engine
-                display.start()
-                try:
-                    outcome = engine.run()
-                finally:
-                    display.close()
-                display.final()
-                code = outcome.exit_code
+                code = self._execute(the_plan, as_json=as_json, quiet=quiet, stream=stream)
             elif the_plan.failed:
                 code = 1
         if print_summary is not None and any(self.folder.cell_dir(c).exists() for c in cells):
             print_summary(self.folder.path)
         return code
+
+    def make_executor(self) -> Executor:
+        spec = find_executor(self.registry, self.executor_name)
+        return spec.factory(ExecutorOptions(
+            max_parallel=self.max_parallel, max_connections=self.max_connections,
+            address=self.address, sweep_dir=self.folder.path, options=self.executor_options))
+
+    def _execute(self, the_plan: Plan, *, as_json: bool, quiet: bool, stream: Any) -> int:
+        try:
+            executor = self.make_executor()
+        except (ValueError, ImportError) as exc:
+            raise SweepError(str(exc)) from None
+        holder: dict[str, SweepEngine] = {}
+        display = Display(lambda: holder["engine"].status, mode=Display.choose(as_json, quiet, stream),
+                          stream=stream)
+        engine = SweepEngine(self.folder, self.spec, the_plan, executor, registry=self.registry,
+                             retry_errors=self.retry_errors, sinks=[display], on_hard_stop=display.close)
+        holder["engine"] = self.engine = engine
+        display.start()
+        try:
+            outcome = engine.run()
+        finally:
+            display.close()
+        display.final()
+        return outcome.exit_code
 
     def _dry_run(self, cells: list[Cell], stream: Any) -> None:
         states = [(c, self.folder.state(c)) for c in cells]
