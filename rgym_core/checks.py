@@ -332,6 +332,7 @@ def check_baseline(task: TaskSpec, report: PackReport, where: str, *, data_dir: 
         with tempfile.TemporaryDirectory(prefix="rgym-check-") as tmp:
             values["runs_dir"] = Path(tmp)
             result = run_episode(RunConfig(**values), registry)
+            command_note = _command_outcome(Path(str(result.run_dir))) if result.run_dir else ""
     except (RunError, RegistryError, SpecError) as exc:
         message = str(exc)
         missing_data = "dataset" in message and ("not found" in message or "missing" in message)
@@ -341,7 +342,7 @@ def check_baseline(task: TaskSpec, report: PackReport, where: str, *, data_dir: 
     if scores is None:
         error = (result.error or result.status.value).strip()
         report.add(where, False, f"the grader gave no valid score for the baseline "
-                   f"({result.status.value}): {_tail(error)}")
+                   f"({result.status.value}): {_tail(error)}{command_note}")
         return
     report.add(where, True, "the grader scored the baseline: " +
                ", ".join(f"{k}={v:.6g}" for k, v in sorted(scores.items())))
@@ -360,6 +361,26 @@ def check_baseline(task: TaskSpec, report: PackReport, where: str, *, data_dir: 
     unknown = sorted(set(scores) - {m.name for m in task.metrics})
     if unknown:
         report.add(where, False, f"the grader reports metrics the spec does not list: {', '.join(unknown)}")
+
+
+def _command_outcome(run_dir: Path) -> str:
+    """``; the baseline command ...`` when it failed or timed out (read from the trajectory)."""
+    from rgym_core.rundir import RunDir, RunDirError
+
+    try:
+        steps = RunDir(run_dir).steps()
+    except (RunDirError, OSError):
+        return ""
+    for step in steps:
+        if step.action.tool != "bash":
+            continue
+        obs = step.observation
+        if obs.info.get("timed_out") or obs.exit_code == 124:
+            return (f"; the baseline command timed out after {step.duration_s:.0f} s (budget.action_timeout_s:"
+                    f" raise it for this profile, or make the baseline smaller)")
+        if obs.exit_code not in (0, None):
+            return f"; the baseline command exited with code {obs.exit_code}: {_tail(obs.output, 4)}"
+    return ""
 
 
 def visible_gpus() -> int:

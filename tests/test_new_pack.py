@@ -45,7 +45,8 @@ def test_new_pack_refuses_bad_names_and_existing_folders(tmp_path: Path) -> None
     assert taken.returncode == 2 and "not empty" in taken.stderr
 
 
-@pytest.mark.parametrize("edit", ["drop-name", "two-primaries", "wrong-baseline", "raising-grader"])
+@pytest.mark.parametrize("edit", ["drop-name", "two-primaries", "wrong-baseline", "raising-grader",
+                                  "slow-baseline"])
 def test_check_pack_catches_what_it_promises(tmp_path: Path, edit: str) -> None:
     """check-pack's own checks, on a fresh skeleton broken one way at a time."""
     assert run_cli("new-pack", "p", cwd=tmp_path).returncode == 0
@@ -61,9 +62,14 @@ def test_check_pack_catches_what_it_promises(tmp_path: Path, edit: str) -> None:
     elif edit == "wrong-baseline":
         (task / "task.yaml").write_text(spec.replace("    mae: ", "    mae: 1"))
         expected = "more than the tolerance"
-    else:
+    elif edit == "raising-grader":
         (task / "grader" / "evaluate.py").write_text("raise RuntimeError('grader bug')\n")
         expected = "the grader gave no valid score for the baseline"
+    else:
+        (task / "task.yaml").write_text(spec.replace("command: python solve.py", "command: sleep 60").replace(
+            "budget: {max_steps: 10, time_limit_s: 600}",
+            "budget: {max_steps: 10, time_limit_s: 600, action_timeout_s: 2}"))
+        expected = "the baseline command timed out after"
     fast = edit in ("drop-name", "two-primaries")
     proc = run_cli("check-pack", str(tmp_path / "rgym-task-p"), "--profile", "quick",
                    *(["--fast"] if fast else []), cwd=tmp_path)
