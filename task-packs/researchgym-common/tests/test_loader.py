@@ -174,9 +174,10 @@ def test_blocked_urls_reach_the_tools_through_policy_files(tmp_path: Path,
     ``tool_config.leakage``: before the task is prepared the tools fail closed; after, the
     verified blocked_urls.yaml and the pack's own entries both apply.  The spec is never
     changed after registration."""
-    from rgym_core.leakage import LeakageConfigError, task_policy
     from rgym_researchgym.pack import policy_file, researchgym_task
     from rgym_researchgym.prepare import default_cache_dir
+
+    from rgym_core.leakage import LeakageConfigError, task_policy
 
     monkeypatch.setenv("RGYM_CACHE_DIR", str(tmp_path / "cache"))
     folder = tmp_path / "task"

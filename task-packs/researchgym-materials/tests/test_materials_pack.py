@@ -86,7 +86,6 @@ def test_forged_results_without_a_vocabulary_get_no_score(tmp_path: Path) -> Non
 
 def test_test_documents_are_on_the_grader_side_only() -> None:
     from rgym_researchgym.pack import prepared
-
     from rgym_task_materials.data import CORPUS_FILE, LAYOUT, MATSCHOLAR_TEST, SOFC
 
     task = prepared(LAYOUT, data_dir=DATA)
@@ -107,6 +106,7 @@ def test_test_documents_are_on_the_grader_side_only() -> None:
 
 def test_hostile_vocabularies_and_checkpoints_are_refused(tmp_path: Path) -> None:
     import torch
+
     from rgym_core.registry import load_registry
     from rgym_core.testing import grade
 

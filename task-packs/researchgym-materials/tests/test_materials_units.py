@@ -8,10 +8,14 @@ import itertools
 from pathlib import Path
 
 import pytest
-
 from rgym_task_materials.mtner.data import read_conll, sofc_fold
 from rgym_task_materials.mtner.metrics import chunks, score
-from rgym_task_materials.mtner.vocab import SPECIAL_TOKENS, VocabError, WordPieceEncoder, parse_vocab
+from rgym_task_materials.mtner.vocab import (
+    SPECIAL_TOKENS,
+    VocabError,
+    WordPieceEncoder,
+    parse_vocab,
+)
 from rgym_task_materials.mtner.wordpiece import count_words, train_wordpiece
 
 
@@ -121,9 +125,8 @@ def test_conll_reader_and_folds(tmp_path: Path) -> None:
 def test_checkpoint_must_fit_the_profile() -> None:
     pytest.importorskip("transformers")
     import torch
-    from transformers import BertConfig, BertForMaskedLM
-
     from rgym_task_materials.mtner.model import Architecture, CheckpointError, build_encoder
+    from transformers import BertConfig, BertForMaskedLM
 
     arch = Architecture(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                         max_position_embeddings=32)

@@ -1,6 +1,7 @@
-"""researchgym/time-series-explanation end to end: the cpu baseline reproduces its recorded
-score, forged ResearchGym result files get no score, and a hostile explainer reaches
-neither the hidden saliency nor the score file."""
+"""researchgym/time-series-explanation end to end: forged ResearchGym result files change
+nothing (the starter explainer gets exactly the recorded cpu baseline) and without an
+explainer get no score; a hostile explainer reaches neither the hidden saliency nor the
+score file."""
 
 from __future__ import annotations
 
@@ -38,8 +39,19 @@ def recorded_baseline() -> dict[str, float]:
     return spec["profiles"]["cpu"]["baseline"]["scores"]
 
 
-def test_cpu_baseline_reproduces_recorded_score(tmp_path: Path) -> None:
-    result = rgym_run(tmp_path, "--agent", "baseline")
+FORGED_CSV = "42,0,Average,integrated_gradients,1.0,1.0,0.61,0.61,0.61,0.99,0.99,0,0,0,0\n"
+FORGE = ("mkdir -p logs/pam && printf '%s' "
+         f"'{FORGED_CSV}' > logs/pam/state_pam_0_0_results.csv && echo '{{\"cpd\": 0.61}}' > scores.json")
+
+
+def test_forged_result_files_change_nothing_the_starter_explainer_is_scored(tmp_path: Path) -> None:
+    """The hand-written logs/**/*.csv (CPD 0.61) that ResearchGym's grade.py accepted, and a
+    scores.json, are ignored: the grader runs the starter's IG explainer and gets exactly the
+    recorded cpu baseline (what `rgym run --agent baseline` submits too: its command only
+    prints the development scores).  The submitted workspace never held the hidden files."""
+    script = tmp_path / "forge.yaml"
+    script.write_text(yaml.safe_dump([{"tool": "bash", "args": {"command": FORGE}}, {"tool": "submit"}]))
+    result = rgym_run(tmp_path, "--agent", "scripted", "--agent-option", f"script={script}")
     assert result["status"] == "submitted", result.get("error")
     assert result["final_scores"] == pytest.approx(recorded_baseline(), abs=1e-6)
     workspace = subprocess.run(["tar", "tzf", next(tmp_path.rglob("workspace.tar.gz"))],
@@ -49,18 +61,12 @@ def test_cpu_baseline_reproduces_recorded_score(tmp_path: Path) -> None:
     assert "workspace/rgym_explainer.py" in workspace and "workspace/attribution/" in workspace
 
 
-FORGED_CSV = "42,0,Average,integrated_gradients,1.0,1.0,0.61,0.61,0.61,0.99,0.99,0,0,0,0\n"
-
-
 def test_forged_result_files_get_no_score(tmp_path: Path) -> None:
     """What fooled ResearchGym's grade.py (a hand-written logs/**/*.csv with CPD 0.61) is
     ignored: without an explainer there is no score at all."""
     script = tmp_path / "forge.yaml"
     script.write_text(yaml.safe_dump([
-        {"tool": "bash", "args": {"command": "mkdir -p logs/pam && printf '%s' "
-                                             f"'{FORGED_CSV}' > logs/pam/state_pam_0_0_results.csv"
-                                             " && rm rgym_explainer.py && echo '{\"cpd\": 0.61}' > "
-                                             "scores.json"}},
+        {"tool": "bash", "args": {"command": FORGE + " && rm rgym_explainer.py"}},
         {"tool": "submit"}]))
     result = rgym_run(tmp_path, "--agent", "scripted", "--agent-option", f"script={script}")
     assert result["status"] == "submission_missing"

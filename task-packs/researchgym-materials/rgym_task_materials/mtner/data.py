@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterable, Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 Sentence = tuple[list[str], list[str]]  # words, IOB2 tags
 SOFC_CORPUS = "eval/classification/ner/datasets/sofc-exp-corpus"

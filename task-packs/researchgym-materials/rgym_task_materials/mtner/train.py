@@ -108,7 +108,7 @@ def fragmentation(items: Sequence[Encoded], sentences: Sequence[tuple[Sequence[s
                   encoder: WordPieceEncoder) -> dict[str, float]:
     """Pieces per word, over all words and over the words inside entities (gold tags)."""
     words = pieces = entity_words = entity_pieces = unknown = cut = 0
-    for item, (ws, ts) in zip(items, sentences, strict=True):
+    for item, (_words, ts) in zip(items, sentences, strict=True):
         ends = item.positions[1:] + [len(item.ids) - 1]
         for index, start, end in zip(item.kept, item.positions, ends, strict=True):
             n = end - start

@@ -90,7 +90,7 @@ def train_wordpiece(word_weights: Mapping[str, float], size: int, *, min_frequen
     pair_weight: dict[tuple[str, str], float] = {}
     where: dict[tuple[str, str], set[int]] = {}
     for index, symbols in enumerate(pieces):
-        for pair in zip(symbols, symbols[1:]):
+        for pair in zip(symbols, symbols[1:], strict=False):
             pair_weight[pair] = pair_weight.get(pair, 0.0) + weights[index]
             where.setdefault(pair, set()).add(index)
     heap = [(-w, pair) for pair, w in pair_weight.items()]
@@ -120,11 +120,11 @@ def train_wordpiece(word_weights: Mapping[str, float], size: int, *, min_frequen
                 else:
                     out.append(symbols[i])
                     i += 1
-            for old in zip(symbols, symbols[1:]):
+            for old in zip(symbols, symbols[1:], strict=False):
                 pair_weight[old] -= weight
                 if old != pair:
                     where.get(old, set()).discard(index)
-            for new in zip(out, out[1:]):
+            for new in zip(out, out[1:], strict=False):
                 pair_weight[new] = pair_weight.get(new, 0.0) + weight
                 grown.add(new)
                 where.setdefault(new, set()).add(index)
