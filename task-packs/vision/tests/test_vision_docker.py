@@ -18,7 +18,8 @@ from vision_testlib import FIXTURE_SCORES, fixture_args, in_ci, recorded, subpro
 
 from rgym_core.testing import run_cli
 
-pytestmark = pytest.mark.docker
+# The first episode builds the pack layer (torch from the wheel folder): minutes.
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 WHEELS = Path(os.environ.get("RGYM_PIP_FIND_LINKS", "/opt/wheels"))
 
 

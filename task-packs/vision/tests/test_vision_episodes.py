@@ -28,6 +28,9 @@ from vision_testlib import (
 from rgym_core.testing import run_cli
 
 
+pytestmark = pytest.mark.timeout(900)  # an episode trains a model: give a loaded machine room
+
+
 def rgym_run(task: str, tmp_path: Path, env: dict[str, str], *args: str, timeout: float = 900):
     runs = tmp_path / "runs"
     proc = run_cli("run", task, "--profile", "cpu", "--agent", "baseline", "--runs-dir", str(runs),
