@@ -20,7 +20,7 @@ from typing import Any
 from attrs import define, field
 
 from rgym_core.agents import EpisodeStatus
-from rgym_core.specs import Budget, TaskSpec
+from rgym_core.specs import Budget, PreparedDataset, TaskSpec
 
 #: The hooks the runner calls during an episode.
 LIFECYCLE_HOOKS = ("rgym_episode_start", "rgym_step", "rgym_episode_end")
@@ -45,6 +45,13 @@ class EpisodeInfo:
     tools: list[str] = field(factory=list)
     extras: dict[str, Any] = field(factory=dict)
     profile: str | None = None
+    #: The live :class:`~rgym_core.sandbox.Sandbox` (read the workspace through its
+    #: API: ``exec``, ``read_file``...); ``None`` once it is removed, which happens
+    #: before ``rgym_episode_end`` (``workspace.tar.gz`` holds the final workspace).
+    sandbox_handle: Any = None
+    #: The task's datasets as prepared on the host, by mount (a dataset's
+    #: ``private`` part reaches only the grader).
+    datasets: dict[str, PreparedDataset] = field(factory=dict)
 
 
 class LifecycleHooks:

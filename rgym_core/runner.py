@@ -545,7 +545,9 @@ class Episode:
         self.info = EpisodeInfo(run_id=self.run_id, run_dir=self.run_dir, task=self.task,
                                 agent=self.agent_name, model=self.config.model,
                                 sandbox=self.sandbox_name, budget=self.budget, seed=self.config.seed,
-                                status=self.status, tools=list(self.tools), profile=self.profile)
+                                status=self.status, tools=list(self.tools), profile=self.profile,
+                                sandbox_handle=sandbox,
+                                datasets=dict(self._prepared[1]) if self._prepared else {})
         self.hooks.call("rgym_episode_start", episode=self.info)
         self.status.started_at = time.monotonic()
         observation = Observation(output=self._opening(sandbox))
@@ -719,6 +721,8 @@ class Episode:
                 sandbox.cleanup()
             except Exception as exc:  # noqa: BLE001
                 self.writer.write("cleanup_error", {"error": repr(exc)})
+            if self.info is not None:
+                self.info.sandbox_handle = None  # removed: plugins read workspace.tar.gz now
         result.ended_at = time.time()
         result.duration_s = round(result.ended_at - result.started_at, 3)
         write_result(self.run_dir, result)

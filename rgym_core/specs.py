@@ -185,6 +185,48 @@ class DatasetMount:
     mount: str = "data"
 
 
+@define(frozen=True)
+class IntegritySpec:
+    """What the integrity monitor (the ``rgym-integrity`` plugin) checks for a task.
+
+    Paths are globs relative to the workspace (``**`` crosses folders), or absolute
+    paths.  ``protected``: evaluation files the agent must not change (hashed at the
+    start, at every validation and at the end; the default: starter files named like
+    evaluation code).  ``results``: files the evaluation or the agent's report reads as
+    results, which must be written by a process that computed them.  ``test_data``:
+    test data that training commands must not read.  ``hidden``: paths the agent must
+    not try to read (the grader's files and private data are always hidden).
+    ``bounds``: a metric's possible range, ``[low, high]`` (``null`` for no bound).
+    ``sota_margin``: a score better than the reference score by more than this
+    fraction of it is implausible; ``sota_margins``: the same per metric, as an
+    absolute difference.  ``enabled: false`` turns the monitor off for the task.
+    """
+
+    enabled: bool = True
+    protected: list[str] = field(factory=list)
+    results: list[str] = field(factory=list)
+    test_data: list[str] = field(factory=list)
+    hidden: list[str] = field(factory=list)
+    bounds: dict[str, list[float | None]] = field(factory=dict)
+    sota_margin: float | None = field(default=None, validator=_non_negative)
+    sota_margins: dict[str, float] = field(factory=dict)
+
+    @bounds.validator
+    def _check_bounds(self, attribute: attrs.Attribute, value: dict[str, list[float | None]]) -> None:
+        for name, pair in value.items():
+            if len(pair) != 2:
+                raise FieldError(f"bounds['{name}']", f"must be [low, high] (null for no bound), got {pair!r}")
+            low, high = pair
+            if low is not None and high is not None and low > high:
+                raise FieldError(f"bounds['{name}']", f"low {low!r} is above high {high!r}")
+
+    @sota_margins.validator
+    def _check_margins(self, attribute: attrs.Attribute, value: dict[str, float]) -> None:
+        for name, margin in value.items():
+            if margin < 0:
+                raise FieldError(f"sota_margins['{name}']", f"must be non-negative, got {margin!r}")
+
+
 #: The parts of a task a profile may override.
 PROFILE_SECTIONS = ("budget", "resources", "grader", "baseline", "reference_scores", "datasets", "env")
 
@@ -252,6 +294,7 @@ class TaskSpec:
     default_profile: str | None = None
     profiles: dict[str, TaskProfile] = field(factory=dict)
     profile: str | None = None
+    integrity: IntegritySpec = field(factory=IntegritySpec)
     root: Path | None = field(default=None, eq=False)
 
     @metrics.validator
@@ -292,6 +335,15 @@ class TaskSpec:
         if self.profile is not None and self.profile not in value:
             raise FieldError("profile", f"must name one of the task's profiles ({known}), "
                                         f"got {self.profile!r}")
+
+    @integrity.validator
+    def _check_integrity(self, attribute: attrs.Attribute, value: IntegritySpec) -> None:
+        names = {m.name for m in self.metrics}
+        for what in ("bounds", "sota_margins"):
+            unknown = sorted(set(getattr(value, what)) - names)
+            if unknown:
+                raise FieldError(f"integrity.{what}", f"names unknown metric(s) {', '.join(unknown)}; "
+                                                     f"the task's metrics: {', '.join(sorted(names))}")
 
     @property
     def namespace(self) -> str:
