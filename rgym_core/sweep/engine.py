@@ -226,12 +226,12 @@ class SweepEngine:
         self.folder.state_dir.mkdir(parents=True, exist_ok=True)
         with self.folder.events_path.open("a", encoding="utf-8") as journal:
             self._journal = journal
-            for cell, reason, moved in self.plan.retired:
-                self.emit("cell_retired", **self._cell_data(cell), reason=reason, moved_to=moved)
             self.emit("sweep_start", sweep_dir=str(self.folder.path), executor=self.executor.describe(),
                       cells=len(self.plan.cells), complete=len(self.plan.done),
                       failed=len(self.plan.failed), to_run=len(self.plan.to_run),
                       waiting=len(self.plan.waiting), pid=os.getpid())
+            for cell, reason, moved in self.plan.retired:
+                self.emit("cell_retired", **self._cell_data(cell), reason=reason, moved_to=moved)
             signals = _Signals(lambda name: self.stop(name), self._hard_stop)
             ran = 0
             with signals.installed():

@@ -289,7 +289,7 @@ class SweepFolder:
 
 
 def _reason_slug(reason: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "._" else "_" for ch in reason)[:60] or "retired"
+    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in reason)[:60] or "retired"
 
 
 __all__ = ["CellState", "CellStatus", "INTERRUPTED", "MANIFEST", "STATE_DIR", "SweepFolder",
