@@ -28,7 +28,7 @@ from rgym_core.scoring.inputs import (
     registry_directions,
 )
 from rgym_core.scoring.profiles import BASELINE, EPSILON, ProfileResult, compute_profiles
-from rgym_core.scoring.rates import TaskRates, all_rates
+from rgym_core.scoring.rates import SolverRates, TaskRates, all_rates, solver_rates
 from rgym_core.specs import Direction
 
 Table = dict[str, dict[str, "float | None"]]
@@ -46,6 +46,8 @@ class ScoreReport:
     episodes: list[EpisodeScore] = field(factory=list)
     summaries: list[SolverTaskSummary] = field(factory=list)
     rates: list[TaskRates] = field(factory=list)
+    #: ResearchGym's figures per solver over every task (see :func:`~rgym_core.scoring.rates.solver_rates`).
+    solver_rates: list[SolverRates] = field(factory=list)
     notes: list[str] = field(factory=list)
     #: Run directories without a usable result (running, incomplete, corrupt).
     pending: list[PendingRun] = field(factory=list)
@@ -92,6 +94,7 @@ class ScoreReport:
             "profile": {"T": p.end, "tau": p.tau, "best": profile_set(p.best),
                         "last": profile_set(p.last)},
             "rates": [attrs.asdict(r) for r in self.rates],
+            "rates_summary": [attrs.asdict(r) for r in self.solver_rates],
             "pending": [attrs.asdict(r) for r in self.pending],
             "include_infra": self.include_infra,
             "notes": list(self.notes),
@@ -127,11 +130,13 @@ def score_data(data: ScoreData, *, baseline: str = BASELINE, epsilon: float = EP
         if row.get(baseline) is not None:
             covered.setdefault(baseline, set()).add(t)
     total = len(profiles.tasks)
+    rates = all_rates(scored, tasks)
     coverage = {s: (len(covered.get(s, set()) & set(profiles.tasks)), total)
                 for s in profiles.solvers}
     report = ScoreReport(tasks=dict(tasks), best_table=best, last_table=last, profiles=profiles,
                          baseline=baseline, episodes=episodes, summaries=summaries,
-                         rates=all_rates(scored, tasks), notes=list(data.notes),
+                         rates=rates, solver_rates=solver_rates(rates, profiles.tasks),
+                         notes=list(data.notes),
                          pending=list(data.pending), warnings=list(data.warnings),
                          coverage=coverage, include_infra=include_infra)
     for solver in report.partial_solvers():

@@ -15,6 +15,12 @@
 For a task with sub-tasks, a run's normalised value is its primary sub-task's
 when one is marked primary, otherwise the weighted mean over sub-tasks with an
 uncompleted sub-task counting 0.  ``*_at_k`` is the best over runs (Best@k).
+
+Over every task of a report, per solver (:func:`solver_rates`, ResearchGym's
+headline figures): the completion rate averaged over all runs, the share of all
+runs that improve on their task's baseline, and the mean over tasks of the
+normalised Best@k with a task lacking one counting 0 (as ResearchGym's
+leaderboard averages tasks with "no valid submission" as 0).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from collections.abc import Iterable, Mapping
 
 from attrs import define, field
 
-from rgym_core.direction import better, oriented_ratio
+from rgym_core.direction import best, better, oriented_ratio
 from rgym_core.scoring.episodes import Episode, SubtaskInfo, TaskInfo, clean
 from rgym_core.specs import Direction
 
@@ -45,6 +51,33 @@ class TaskRates:
     rebench_mean: float | None
     subtask_completion: dict[str, float] = field(factory=dict)
     subtask_normalized_at_k: dict[str, float | None] = field(factory=dict)
+    #: The best value of each sub-task's metric over runs (``None``: never completed).
+    subtask_best: dict[str, float | None] = field(factory=dict)
+    #: Runs whose last submission beats the baseline (``None``: the task has no baseline).
+    improved_runs: int | None = None
+
+
+@define(frozen=True)
+class SolverRates:
+    """ResearchGym's headline figures for one solver over every task of a report.
+
+    ``completion_rate``: mean over all the solver's runs of the share of (sub-)tasks
+    completed; ``improvement_rate``: improving runs over runs on tasks with a
+    baseline; ``normalized_at_k``/``rebench_at_k``: mean over the report's ``tasks``
+    of the task's Best@k, a task without one (no run, no valid score, no reference)
+    counting 0; ``normalized_tasks`` says how many tasks had one.
+    """
+
+    solver: str
+    tasks: int
+    tasks_run: int
+    runs: int
+    completion_rate: float
+    improvement_rate: float | None
+    normalized_at_k: float | None
+    normalized_tasks: int
+    rebench_at_k: float | None
+    rebench_tasks: int
 
 
 def normalized(score: float | None, reference: float | None, direction: Direction) -> float | None:
@@ -88,6 +121,7 @@ def task_rates(solver: str, info: TaskInfo, episodes: list[Episode]) -> TaskRate
     completion: list[float] = []
     sub_done: dict[str, int] = defaultdict(int)
     sub_norm: dict[str, list[float]] = defaultdict(list)
+    sub_values: dict[str, list[float]] = defaultdict(list)
     for ep in episodes:
         values = clean(ep.values)
         last = values[-1] if values else None
@@ -103,6 +137,8 @@ def task_rates(solver: str, info: TaskInfo, episodes: list[Episode]) -> TaskRate
             for s in info.subtasks:
                 value = ep.subtasks.get(s.id) if s in done else None
                 sub_done[s.id] += value is not None
+                if value is not None:
+                    sub_values[s.id].append(value)
                 per_norm[s.id] = normalized(value, s.reference, s.direction)
                 per_rb[s.id] = rebench(value, s.baseline, s.reference)
                 if per_norm[s.id] is not None:
@@ -123,7 +159,9 @@ def task_rates(solver: str, info: TaskInfo, episodes: list[Episode]) -> TaskRate
         normalized_at_k=_best(norm), normalized_mean=_mean(norm),
         rebench_at_k=_best(rb), rebench_mean=_mean(rb),
         subtask_completion={s.id: sub_done[s.id] / runs for s in info.subtasks} if runs else {},
-        subtask_normalized_at_k={s.id: _best(sub_norm[s.id]) for s in info.subtasks})
+        subtask_normalized_at_k={s.id: _best(sub_norm[s.id]) for s in info.subtasks},
+        subtask_best={s.id: best(sub_values[s.id], s.direction) for s in info.subtasks},
+        improved_runs=sum(improve) if improve else None)
 
 
 def all_rates(episodes: Iterable[Episode], tasks: Mapping[str, TaskInfo]) -> list[TaskRates]:
@@ -133,3 +171,31 @@ def all_rates(episodes: Iterable[Episode], tasks: Mapping[str, TaskInfo]) -> lis
         groups[(ep.task, ep.solver)].append(ep)
     return [task_rates(solver, tasks.get(task, TaskInfo(task)), eps)
             for (task, solver), eps in sorted(groups.items())]
+
+
+def solver_rates(rates: Iterable[TaskRates], tasks: Iterable[str]) -> list[SolverRates]:
+    """Each solver's figures over ``tasks`` (every task of the report), sorted by name."""
+    names = list(tasks)
+    by_solver: dict[str, dict[str, TaskRates]] = defaultdict(dict)
+    for r in rates:
+        by_solver[r.solver][r.task] = r
+    out = []
+    for solver, mine in sorted(by_solver.items()):
+        runs = sum(r.runs for r in mine.values())
+        with_baseline = [r for r in mine.values() if r.improved_runs is not None]
+        improvable = sum(r.runs for r in with_baseline)
+        norms = [mine[t].normalized_at_k if t in mine else None for t in names]
+        rebenches = [mine[t].rebench_at_k if t in mine else None for t in names]
+        out.append(SolverRates(
+            solver=solver, tasks=len(names), tasks_run=sum(1 for t in names if t in mine), runs=runs,
+            completion_rate=(math.fsum(r.completion_rate * r.runs for r in mine.values()) / runs
+                             if runs else 0.0),
+            improvement_rate=(sum(r.improved_runs or 0 for r in with_baseline) / improvable
+                              if improvable else None),
+            normalized_at_k=(math.fsum(v or 0.0 for v in norms) / len(names)
+                             if any(v is not None for v in norms) else None),
+            normalized_tasks=sum(v is not None for v in norms),
+            rebench_at_k=(math.fsum(v or 0.0 for v in rebenches) / len(names)
+                          if any(v is not None for v in rebenches) else None),
+            rebench_tasks=sum(v is not None for v in rebenches)))
+    return out

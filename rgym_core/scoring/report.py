@@ -133,6 +133,39 @@ def tables(report: ScoreReport) -> list[Table]:
                           _fmt(x.normalized_mean), _fmt(x.rebench_at_k), _fmt(x.rebench_mean),
                           end_section=last)
         out.append(rates)
+        subs = [x for x in report.rates if x.subtask_completion]
+        if subs:
+            sub = _table("ResearchGym sub-tasks", "task / sub-task / solver",
+                         ("done", "best", "norm@k"),
+                         caption="done: share of runs that completed the sub-task; best: its "
+                                 "best value over runs; norm@k: best value vs the sub-task's "
+                                 "reference (1 = reference). * = primary sub-task.")
+            for x in subs:
+                info = report.tasks.get(x.task)
+                _task_row(sub, f"{x.task} / {x.solver}")
+                order = [s.id for s in info.subtasks] if info else list(x.subtask_completion)
+                primary = {s.id for s in info.subtasks if s.primary} if info else set()
+                for i, sid in enumerate(order):
+                    sub.add_row(f"  {escape(sid)}{' *' if sid in primary else ''}",
+                                _pct(x.subtask_completion.get(sid)), _fmt(x.subtask_best.get(sid)),
+                                _fmt(x.subtask_normalized_at_k.get(sid)),
+                                end_section=i == len(order) - 1)
+            out.append(sub)
+    if report.solver_rates:
+        over = _table(f"ResearchGym over all {len(report.profiles.tasks)} tasks", "solver",
+                      ("tasks", "runs", "done", "improved", "norm@k\nmean", "RE@k\nmean"),
+                      caption="done: sub-tasks completed, mean over all runs; improved: share of "
+                              "all runs beating their task's baseline; norm@k / RE@k: mean over "
+                              "tasks of the Best@k normalised score, a task without one counting "
+                              "0 (ResearchGym's leaderboard average); (n): tasks that had one.")
+        for y in report.solver_rates:
+            over.add_row(escape(y.solver), f"{y.tasks_run}/{y.tasks}", str(y.runs),
+                         _pct(y.completion_rate), _pct(y.improvement_rate),
+                         _fmt(y.normalized_at_k) + ("" if y.normalized_tasks == y.tasks
+                                                    else f" ({y.normalized_tasks})"),
+                         _fmt(y.rebench_at_k) + ("" if y.rebench_tasks == y.tasks
+                                                 else f" ({y.rebench_tasks})"))
+        out.append(over)
     if report.pending:
         pending = _table("Runs without a result", "run directory", ("state", "steps"),
                          caption="running: its process is alive; incomplete: killed before it "
@@ -172,7 +205,8 @@ def to_csv(report: ScoreReport) -> str:
     """The report's numbers as one long CSV: ``table,task,solver,field,value``.
 
     ``table`` is ``best``/``last`` (best-of-k scores and ratios), ``summary``,
-    ``aup``, ``rank_best``/``rank_last`` (positions) or ``rates``.
+    ``aup``, ``rank_best``/``rank_last`` (positions), ``rates``, ``subtask_rates``
+    (task ``TASK/SUB-TASK``) or ``rates_summary`` (per solver over every task).
     """
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -207,6 +241,16 @@ def to_csv(report: ScoreReport) -> str:
         for f in ("runs", "completion_rate", "improvement_rate", "normalized_at_k",
                   "normalized_mean", "rebench_at_k", "rebench_mean"):
             w.writerow(["rates", x.task, x.solver, f, cell(getattr(x, f))])
+        for sid, done in x.subtask_completion.items():
+            w.writerow(["subtask_rates", f"{x.task}/{sid}", x.solver, "completion_rate", done])
+            w.writerow(["subtask_rates", f"{x.task}/{sid}", x.solver, "best",
+                        cell(x.subtask_best.get(sid))])
+            w.writerow(["subtask_rates", f"{x.task}/{sid}", x.solver, "normalized_at_k",
+                        cell(x.subtask_normalized_at_k.get(sid))])
+    for y in report.solver_rates:
+        for f in ("tasks", "tasks_run", "runs", "completion_rate", "improvement_rate",
+                  "normalized_at_k", "normalized_tasks", "rebench_at_k", "rebench_tasks"):
+            w.writerow(["rates_summary", "", y.solver, f, cell(getattr(y, f))])
     for run in report.pending:
         w.writerow(["pending", cell(run.task), cell(run.solver), run.state, run.path])
     return buf.getvalue()
