@@ -22,7 +22,9 @@ from rl_testlib import TASK_DIRS
 
 from rgym_core import load_task
 
-pytestmark = pytest.mark.slow
+# Training in the episode takes minutes (far more on a loaded machine): beyond the suite's
+# default per-test timeout.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 RGYM = [sys.executable, "-m", "rgym_core.cli"]
 

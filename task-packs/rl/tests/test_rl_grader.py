@@ -13,7 +13,8 @@ from rl_testlib import TASK_DIRS, config_text, small_task, submission
 from rgym_core.testing import grade
 
 # The tests make checkpoints with JAX in this process, then start graders (fork + exec).
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900),
+              pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")]
 
 
 @pytest.fixture(scope="module")
