@@ -1,4 +1,4 @@
-"""Reading config.yaml and writing checkpoints."""
+"""Helpers: reading config.yaml, making the environment, writing checkpoints."""
 
 from __future__ import annotations
 
