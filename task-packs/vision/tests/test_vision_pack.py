@@ -65,3 +65,9 @@ def test_check_pack_passes():
     proc = run_cli("check-pack", str(PACK), "--fast")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "pack OK" in proc.stdout
+
+
+def test_one_docker_image_serves_every_task():
+    """Same requirements, so the Docker pack layer (torch from the wheel folder) is built once."""
+    reqs = {tuple(load_task(TASKS / t.split("/")[1]).resources.requirements) for t in TASK_IDS}
+    assert reqs == {("torch==2.13.0", "numpy>=1.26", "pillow>=10")}
