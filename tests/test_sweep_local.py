@@ -78,6 +78,7 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> I
     yield {"cwd": cwd, "proc": proc}
 
 
+@pytest.mark.timeout(900)
 def test_acceptance_sweep_runs_every_cell_then_only_prints_the_summary(
         uninterrupted: dict[str, Any], data_dir: Path) -> None:
     proc, cwd = uninterrupted["proc"], uninterrupted["cwd"]
@@ -103,6 +104,7 @@ def test_acceptance_sweep_runs_every_cell_then_only_prints_the_summary(
     assert [e["event"] for e in events(sweep)].count("sweep_start") == 1
 
 
+@pytest.mark.timeout(900)
 def test_sigkill_halfway_then_rerun_gives_the_uninterrupted_summary(
         uninterrupted: dict[str, Any], data_dir: Path, tmp_path: Path) -> None:
     reference = uninterrupted["proc"]
@@ -140,6 +142,7 @@ def test_sigkill_halfway_then_rerun_gives_the_uninterrupted_summary(
         assert attempt.name.startswith("1-leftover")
 
 
+@pytest.mark.timeout(900)
 def test_ctrl_c_stops_cleanly_and_json_events_resume(tmp_path: Path) -> None:
     sweep = tmp_path / "stopped"
     args = ["sweep", "rgym/demo", "--agent", "react", "--model", "mock/baseline", "--agent-option",

@@ -32,11 +32,18 @@ _EXPORTS = {
     "SweepSession": "rgym_core.sweep.session",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = sorted(_EXPORTS)
+__all__ = ["Cell", "CellState", "EpisodeJob", "Executor", "ExecutorOptions", "ExecutorSpec", "JobUpdate",
+           "SweepEngine", "SweepError", "SweepFolder", "SweepSession", "SweepSpec", "expand", "parse_seeds"]
 
 if TYPE_CHECKING:
     from rgym_core.sweep.engine import SweepEngine
-    from rgym_core.sweep.executors import EpisodeJob, Executor, ExecutorOptions, ExecutorSpec, JobUpdate
+    from rgym_core.sweep.executors import (
+        EpisodeJob,
+        Executor,
+        ExecutorOptions,
+        ExecutorSpec,
+        JobUpdate,
+    )
     from rgym_core.sweep.folder import CellState, SweepFolder
     from rgym_core.sweep.matrix import Cell, SweepError, SweepSpec, expand, parse_seeds
     from rgym_core.sweep.session import SweepSession

@@ -124,7 +124,7 @@ def sweep(ctx: click.Context, tasks: tuple[str, ...], spec_file: Path | None, ag
             if spec_file is not None and not sweep_dir.is_absolute():
                 sweep_dir = spec_file.parent / sweep_dir
         resume_only = not tasks and spec_file is None and sweep_dir is not None
-        if resume_only:  # a bare `rgym sweep -o DIR`: the manifest's settings are the defaults
+        if resume_only and sweep_dir is not None:  # a bare `rgym sweep -o DIR`: the manifest's settings
             from rgym_core.sweep.folder import SweepFolder
 
             manifest = SweepFolder(sweep_dir).read_manifest() or {}
@@ -138,19 +138,19 @@ def sweep(ctx: click.Context, tasks: tuple[str, ...], spec_file: Path | None, ag
                          exclude=list(exclude) or base.exclude, run=run, name=name or base.name)
     except SweepError as exc:
         raise click.UsageError(str(exc)) from None
-    options = dict(
+    limit = max_connections or settings.get("max_connections")
+    registry = get_registry(ctx)
+    from rgym_core.sweep.session import SweepSession
+
+    session = SweepSession(
+        registry=registry, spec=spec, sweep_dir=sweep_dir, resume_only=resume_only,
         max_parallel=max_parallel or int(settings.get("max_parallel", 4)),
-        max_connections=max_connections or settings.get("max_connections"),
+        max_connections=int(limit) if limit else None,
         retry_errors=retry_errors if retry_errors is not None else int(settings.get("retry_errors", 1)),
         executor=executor or str(settings.get("executor", "local")),
         executor_options={**dict(settings.get("executor_options") or {}),
                           **_parse_pairs(executor_options, "--executor-option")},
         address=address or settings.get("address"))
-    registry = get_registry(ctx)
-    from rgym_core.sweep.session import SweepSession
-
-    session = SweepSession(registry=registry, spec=spec, sweep_dir=sweep_dir, resume_only=resume_only,
-                           **options)
     try:
         code = session.run(as_json=as_json, quiet=quiet, dry_run=dry_run,
                            print_summary=lambda path: _print_summary(ctx, path, as_json))

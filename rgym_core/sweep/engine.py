@@ -28,7 +28,7 @@ from attrs import define, field
 from rgym_core.sweep.executors import EpisodeJob, Executor, JobUpdate, preparing
 from rgym_core.sweep.folder import CellState, SweepFolder
 from rgym_core.sweep.matrix import Cell, SweepSpec, cell_config
-from rgym_core.sweep.status import DONE, FAILED, PENDING, RUNNING, WAITING, SweepStatus
+from rgym_core.sweep.status import DONE, FAILED, PENDING, WAITING, SweepStatus
 
 EventSink = Callable[[dict[str, Any]], None]
 
@@ -315,7 +315,7 @@ class SweepEngine:
         base = {**self._cell_data(cell), "attempt": self._attempts.get(cell.key, 1), **(where or {})}
         if result is not None:
             base.update(status=result.status.value, metric=result.primary_metric,
-                        score=(result.final_scores or {}).get(result.primary_metric),
+                        score=(result.final_scores or {}).get(result.primary_metric or ""),
                         cost_usd=round(result.cost_usd or 0.0, 6), duration_s=result.duration_s,
                         steps=result.steps, error=result.error)
         elif error:

@@ -42,8 +42,10 @@ def parse_seeds(value: str | int | Sequence[Any] | None, *, where: str = "--seed
         return [value]
     if isinstance(value, str):
         items = [v for v in re.split(r"[,\s]+", value.strip()) if v]
-    else:
+    elif isinstance(value, Sequence):
         items = list(value)
+    else:
+        raise SweepError(f"{where}: expected seeds such as 1-3,7, got {value!r}")
     seeds: list[int] = []
     for item in items:
         if isinstance(item, int) and not isinstance(item, bool):
@@ -72,7 +74,7 @@ def _strings(value: Any, where: str) -> list[str]:
     if isinstance(value, str):
         return [v.strip() for v in value.split(",") if v.strip()]
     if isinstance(value, Iterable):
-        out = []
+        out: list[str] = []
         for item in value:
             if not isinstance(item, str) or not item.strip():
                 raise SweepError(f"{where}: expected names, got {item!r}")
@@ -207,7 +209,7 @@ def _hash(data: Any) -> str:
     return hashlib.sha256(json.dumps(_plain(data), sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
-def run_option_names() -> dict[str, attrs.Attribute]:  # type: ignore[type-arg]
+def run_option_names() -> dict[str, Any]:
     """The ``RunConfig`` fields a sweep shares between its episodes."""
     from rgym_core.runner import RunConfig
 

@@ -23,7 +23,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rgym_core.sweep.executors import EpisodeJob, Executor, ExecutorOptions, JobUpdate, job_requirements
+from rgym_core.sweep.executors import (
+    EpisodeJob,
+    Executor,
+    ExecutorOptions,
+    JobUpdate,
+    job_requirements,
+)
 from rgym_core.sweep.folder import SweepFolder
 from rgym_core.sweep.worker import job_payload, plugin_names, run_job, unpack_run
 

@@ -34,7 +34,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rgym_core.sweep.executors import EpisodeJob, Executor, ExecutorOptions, JobUpdate, job_requirements
+from rgym_core.sweep.executors import (
+    EpisodeJob,
+    Executor,
+    ExecutorOptions,
+    JobUpdate,
+    job_requirements,
+)
 from rgym_core.sweep.folder import SweepFolder
 from rgym_core.sweep.matrix import Cell
 from rgym_core.sweep.worker import job_payload, plugin_names, run_job
