@@ -48,6 +48,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import click
 
     from rgym_core.agents import AgentSpec
@@ -184,6 +186,21 @@ def rgym_episode_end(episode: EpisodeInfo, result: EpisodeResult) -> None:
     ``result.json`` is already written; what an implementation puts under
     ``result.extras[<its name>]`` (a summary, e.g. integrity findings) is written
     to it too.  Run directories are read with :mod:`rgym_core.rundir`.
+    """
+
+
+# --------------------------------------------------------------------------
+# Run directories
+# --------------------------------------------------------------------------
+
+
+@hookspec
+def rgym_run_sections(run_dir: Path) -> list[dict[str, Any]]:
+    """Return what this plugin has to say about one run directory, for ``rgym show
+    RUN_DIR`` and the run viewer: a list of sections, each a mapping with ``title``
+    (a short heading), ``lines`` (text lines for people) and ``data`` (the same
+    as JSON-able data, for ``--json``).  Return ``[]`` when there is nothing to add.
+    Read run directories with :mod:`rgym_core.rundir`; import nothing heavy.
     """
 
 
