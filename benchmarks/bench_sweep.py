@@ -1,0 +1,203 @@
+"""Sweeps against one ``rgym run`` per episode, throughput on N workers, and the Ray
+executor's overhead, printed side by side from one run (ratios, robust to load).
+
+    python benchmarks/bench_sweep.py [--episodes 100] [--parallel 4] [--workers 2,4,8]
+                                     [--latency 4] [--ray-episodes 8] [--parts a,b,c]
+
+(a) ``--episodes`` demo episodes (``rgym/demo``, the scripted agent) as one
+    ``rgym sweep --max-parallel P`` against as many ``rgym run`` commands one after
+    the other (and, for reference, P at a time from a shell-style process pool).
+    Target: the sweep at least 3x faster than the commands.
+(b) throughput of episodes that mostly wait (the react agent on the mock model,
+    ``--latency`` seconds a reply) with N = 1 and ``--workers`` in one sweep
+    process, as efficiency = throughput(N) / (N x throughput(1)).  Target: at least
+    0.8 for N = 2, 4, 8.
+(c) per-episode overhead of the Ray executor on a local one-node cluster (started
+    inside a network namespace made for the benchmark: ``unshare -n``, loopback
+    only) against the local executor, on the same ``--ray-episodes`` episodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+PY = sys.executable
+ENV = {**os.environ, "COLUMNS": "200"}
+
+
+def rgym(*args: str, timeout: float = 3600, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([PY, "-m", "rgym_core.cli", *args], capture_output=True, text=True, env=ENV,
+                          timeout=timeout)
+    if check and proc.returncode != 0:
+        raise SystemExit(f"rgym {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def cpu_seconds() -> float:
+    usage = os.times()
+    return usage.children_user + usage.children_system
+
+
+def part_a(root: Path, episodes: int, parallel: int) -> dict[str, Any]:
+    """One sweep against one `rgym run` per episode (sequential and P at a time)."""
+    rgym("run", "rgym/demo", "--runs-dir", str(root / "warm"), "-q")  # caches warm for both sides
+    seeds = f"1-{episodes}"
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    rgym("sweep", "rgym/demo", "--seeds", seeds, "--max-parallel", str(parallel), "--quiet",
+         "--sweep-dir", str(root / "sweep"))
+    sweep_s, sweep_cpu = time.perf_counter() - t0, cpu_seconds() - c0
+
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    for seed in range(1, episodes + 1):
+        rgym("run", "rgym/demo", "--seed", str(seed), "--runs-dir", str(root / "runs"), "-q")
+    runs_s, runs_cpu = time.perf_counter() - t0, cpu_seconds() - c0
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(parallel) as pool:
+        list(pool.map(lambda s: rgym("run", "rgym/demo", "--seed", str(s), "--runs-dir",
+                                     str(root / "runs-parallel"), "-q"), range(1, episodes + 1)))
+    pool_s = time.perf_counter() - t0
+    return {"episodes": episodes, "parallel": parallel, "sweep_s": sweep_s, "sweep_cpu_s": sweep_cpu,
+            "runs_s": runs_s, "runs_cpu_s": runs_cpu, "runs_parallel_s": pool_s,
+            "speedup": runs_s / sweep_s, "speedup_vs_parallel_runs": pool_s / sweep_s}
+
+
+MOCK_REPLIES = '["python baseline.py", "submit"]'
+
+
+def _timed_sweep(folder: Path, cells: int, workers: int, latency: float, executor: list[str]) -> float:
+    """Seconds from the sweep's start to its end, from its own events (no start-up counted)."""
+    proc = rgym("sweep", "rgym/demo", "--agent", "react", "--model", "mock/script",
+                "--agent-option", f"replies={MOCK_REPLIES}", "--agent-option", f"latency_s={latency}",
+                "--seeds", f"1-{cells}", "--max-parallel", str(workers), "--json", "--sweep-dir", str(folder),
+                *executor)
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    end = next(e for e in events if e["event"] == "sweep_end")
+    if end["done"] != cells:
+        raise SystemExit(f"sweep {folder}: {end['done']} of {cells} episodes done")
+    return float(end["elapsed_s"])
+
+
+def part_b(root: Path, workers: list[int], latency: float) -> dict[str, Any]:
+    """Throughput with N workers of episodes that mostly wait for the (mock) model."""
+    rows = []
+    base_cells = 3
+    base = _timed_sweep(root / "n1", base_cells, 1, latency, [])
+    base_rate = base_cells / base
+    for n in workers:
+        cells = 2 * n
+        seconds = _timed_sweep(root / f"n{n}", cells, n, latency, [])
+        rate = cells / seconds
+        rows.append({"workers": n, "episodes": cells, "seconds": seconds, "throughput": rate,
+                     "speedup": rate / base_rate, "efficiency": rate / (n * base_rate)})
+    return {"latency_s": latency, "base_episodes": base_cells, "base_seconds": base, "rows": rows}
+
+
+RAY_SCRIPT = r"""
+set -eu
+ip link set lo up
+ray_bin="$(dirname "$PYTHON")/ray"
+trap '"$ray_bin" stop --force >/dev/null 2>&1' EXIT
+"$ray_bin" start --head --port=6399 --node-ip-address=127.0.0.1 --num-cpus="$CPUS" --include-dashboard=false \
+    --disable-usage-stats --temp-dir="$RAY_TMP" >/dev/null 2>&1
+"$PYTHON" "$BENCH" --inner-ray --root "$ROOT" --ray-episodes "$EPISODES" --parallel "$PARALLEL"
+"""
+
+
+def part_c(root: Path, episodes: int, parallel: int) -> dict[str, Any]:
+    """The Ray executor's overhead per episode, inside a network namespace of its own."""
+    if shutil.which("unshare") is None or not (Path(PY).parent / "ray").exists():
+        return {"skipped": "needs unshare and ray (pip install ./plugins/executors)"}
+    ray_tmp = tempfile.mkdtemp(prefix="rgb", dir="/tmp")
+    try:
+        proc = subprocess.run(["unshare", "-n", "bash", "-c", RAY_SCRIPT], capture_output=True, text=True,
+                              timeout=3600, env={**ENV, "PYTHON": PY, "RAY_TMP": ray_tmp, "ROOT": str(root),
+                                                 "BENCH": str(Path(__file__).resolve()),
+                                                 "EPISODES": str(episodes), "PARALLEL": str(parallel),
+                                                 "CPUS": str(parallel)})
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    if proc.returncode != 0:
+        return {"skipped": f"the Ray part failed: {(proc.stderr or proc.stdout)[-2000:]}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def inner_ray(root: Path, episodes: int, parallel: int) -> None:
+    """(c), inside the namespace: the same episodes, local then Ray, then local again."""
+    def sweep(name: str, *executor: str) -> float:
+        proc = rgym("sweep", "rgym/demo", "--agent", "baseline", "--seeds", f"1-{episodes}", "--max-parallel",
+                    str(parallel), "--json", "--sweep-dir", str(root / name), *executor)
+        events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        return float(next(e for e in events if e["event"] == "sweep_end")["elapsed_s"])
+
+    local_1 = sweep("c-local-1")
+    on_ray = sweep("c-ray", "--executor", "ray", "--address", "127.0.0.1:6399")
+    local_2 = sweep("c-local-2")
+    local = (local_1 + local_2) / 2
+    print(json.dumps({"episodes": episodes, "parallel": parallel, "local_s": local, "ray_s": on_ray,
+                      "overhead_per_episode_s": (on_ray - local) / episodes * parallel,
+                      "ratio": on_ray / local}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--parallel", type=int, default=4)
+    parser.add_argument("--workers", default="2,4,8")
+    parser.add_argument("--latency", type=float, default=4.0)
+    parser.add_argument("--ray-episodes", type=int, default=8)
+    parser.add_argument("--parts", default="a,b,c")
+    parser.add_argument("--root", type=Path, default=None)
+    parser.add_argument("--inner-ray", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.inner_ray:
+        inner_ray(args.root, args.ray_episodes, args.parallel)
+        return
+    parts = set(args.parts.split(","))
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average at start: {load}; {os.cpu_count()} CPUs")
+    root = Path(tempfile.mkdtemp(prefix="bench-sweep-", dir=args.root))
+    out: dict[str, Any] = {}
+    try:
+        if "a" in parts:
+            out["a"] = a = part_a(root / "a", args.episodes, args.parallel)
+            print(f"(a) {a['episodes']} demo episodes: one sweep (-j {a['parallel']}) {a['sweep_s']:.1f} s "
+                  f"({a['sweep_cpu_s']:.1f} s cpu) | {a['episodes']} x rgym run {a['runs_s']:.1f} s "
+                  f"({a['runs_cpu_s']:.1f} s cpu) | rgym run {a['parallel']} at a time {a['runs_parallel_s']:.1f} s"
+                  f" -> sweep {a['speedup']:.2f}x faster than the commands (target 3x: "
+                  f"{'met' if a['speedup'] >= 3 else 'NOT met'}), {a['speedup_vs_parallel_runs']:.2f}x faster "
+                  f"than {a['parallel']} commands at a time")
+        if "b" in parts:
+            out["b"] = b = part_b(root / "b", [int(n) for n in args.workers.split(",")], args.latency)
+            print(f"(b) mock model, {b['latency_s']:g} s a reply; 1 worker: {b['base_episodes']} episodes in "
+                  f"{b['base_seconds']:.1f} s")
+            for row in b["rows"]:
+                print(f"    N={row['workers']}: {row['episodes']} episodes in {row['seconds']:.1f} s, "
+                      f"{row['speedup']:.2f}x one worker, efficiency {row['efficiency']:.2f} (target 0.8: "
+                      f"{'met' if row['efficiency'] >= 0.8 else 'NOT met'})")
+        if "c" in parts:
+            out["c"] = c = part_c(root / "c", args.ray_episodes, args.parallel)
+            if "skipped" in c:
+                print(f"(c) skipped: {c['skipped']}")
+            else:
+                print(f"(c) {c['episodes']} episodes, {c['parallel']} at a time: local executor "
+                      f"{c['local_s']:.1f} s, Ray executor (one-node cluster) {c['ray_s']:.1f} s -> "
+                      f"{c['ratio']:.2f}x, overhead {c['overhead_per_episode_s']:+.2f} s per episode")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
