@@ -183,6 +183,9 @@ def test_a_better_method_scores_higher(tmp_path: Path) -> None:
     result = scripted(tmp_path, write_file("rgym_method.py", PIXEL_METHOD))
     assert result["status"] == "submitted", result.get("error")
     assert result["final_scores"]["acc"] > recorded_baseline()["acc"] + 20
+    # it is the cpu profile's recorded reference solution
+    reference = yaml.safe_load((TASK_DIR / "task.yaml").read_text())["profiles"]["cpu"]["reference_scores"]
+    assert result["final_scores"] == pytest.approx(reference, abs=1e-4)
 
 
 FORGED_LOG = """2026-04-17 10:00:00,000 [trainer.py] => seed: 1993
