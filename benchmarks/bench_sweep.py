@@ -4,7 +4,7 @@ executor's overhead, printed side by side from one run (ratios, robust to load).
     python benchmarks/bench_sweep.py [--episodes 100] [--parallel 4] [--workers 2,4,8]
                                      [--latency 4] [--ray-episodes 8] [--parts a,b,c]
 
-(a) ``--episodes`` demo episodes (``rgym/demo``, the scripted agent) as one
+(a) ``--episodes`` demo episodes (``rgym/demo``, ``--agent``: scripted) as one
     ``rgym sweep --max-parallel P`` against as many ``rgym run`` commands one after
     the other (and, for reference, P at a time from a shell-style process pool).
     Target: the sweep at least 3x faster than the commands.
@@ -48,26 +48,26 @@ def cpu_seconds() -> float:
     return usage.children_user + usage.children_system
 
 
-def part_a(root: Path, episodes: int, parallel: int) -> dict[str, Any]:
+def part_a(root: Path, episodes: int, parallel: int, agent: str) -> dict[str, Any]:
     """One sweep against one `rgym run` per episode (sequential and P at a time)."""
-    rgym("run", "rgym/demo", "--runs-dir", str(root / "warm"), "-q")  # caches warm for both sides
+    rgym("run", "rgym/demo", "--agent", agent, "--runs-dir", str(root / "warm"), "-q")  # warm caches
     seeds = f"1-{episodes}"
     t0, c0 = time.perf_counter(), cpu_seconds()
-    rgym("sweep", "rgym/demo", "--seeds", seeds, "--max-parallel", str(parallel), "--quiet",
+    rgym("sweep", "rgym/demo", "--agent", agent, "--seeds", seeds, "--max-parallel", str(parallel), "--quiet",
          "--sweep-dir", str(root / "sweep"))
     sweep_s, sweep_cpu = time.perf_counter() - t0, cpu_seconds() - c0
 
     t0, c0 = time.perf_counter(), cpu_seconds()
     for seed in range(1, episodes + 1):
-        rgym("run", "rgym/demo", "--seed", str(seed), "--runs-dir", str(root / "runs"), "-q")
+        rgym("run", "rgym/demo", "--agent", agent, "--seed", str(seed), "--runs-dir", str(root / "runs"), "-q")
     runs_s, runs_cpu = time.perf_counter() - t0, cpu_seconds() - c0
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(parallel) as pool:
-        list(pool.map(lambda s: rgym("run", "rgym/demo", "--seed", str(s), "--runs-dir",
+        list(pool.map(lambda s: rgym("run", "rgym/demo", "--agent", agent, "--seed", str(s), "--runs-dir",
                                      str(root / "runs-parallel"), "-q"), range(1, episodes + 1)))
     pool_s = time.perf_counter() - t0
-    return {"episodes": episodes, "parallel": parallel, "sweep_s": sweep_s, "sweep_cpu_s": sweep_cpu,
+    return {"episodes": episodes, "parallel": parallel, "agent": agent, "sweep_s": sweep_s, "sweep_cpu_s": sweep_cpu,
             "runs_s": runs_s, "runs_cpu_s": runs_cpu, "runs_parallel_s": pool_s,
             "speedup": runs_s / sweep_s, "speedup_vs_parallel_runs": pool_s / sweep_s}
 
@@ -153,6 +153,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--parallel", type=int, default=4)
+    parser.add_argument("--agent", default="scripted", help="the agent of (a)'s demo episodes")
     parser.add_argument("--workers", default="2,4,8")
     parser.add_argument("--latency", type=float, default=4.0)
     parser.add_argument("--ray-episodes", type=int, default=8)
@@ -170,8 +171,8 @@ def main() -> None:
     out: dict[str, Any] = {}
     try:
         if "a" in parts:
-            out["a"] = a = part_a(root / "a", args.episodes, args.parallel)
-            print(f"(a) {a['episodes']} demo episodes: one sweep (-j {a['parallel']}) {a['sweep_s']:.1f} s "
+            out["a"] = a = part_a(root / "a", args.episodes, args.parallel, args.agent)
+            print(f"(a) {a['episodes']} demo episodes ({a['agent']}): one sweep (-j {a['parallel']}) {a['sweep_s']:.1f} s "
                   f"({a['sweep_cpu_s']:.1f} s cpu) | {a['episodes']} x rgym run {a['runs_s']:.1f} s "
                   f"({a['runs_cpu_s']:.1f} s cpu) | rgym run {a['parallel']} at a time {a['runs_parallel_s']:.1f} s"
                   f" -> sweep {a['speedup']:.2f}x faster than the commands (target 3x: "
