@@ -20,6 +20,7 @@ from rgym_core.scoring.aggregate import SolverTaskSummary, score_tables, summari
 from rgym_core.scoring.episodes import EpisodeScore, TaskInfo, score_episode
 from rgym_core.scoring.inputs import (
     DirectionLookup,
+    FlaggedRun,
     PendingRun,
     ScoreData,
     load_long,
@@ -57,6 +58,10 @@ class ScoreReport:
     coverage: dict[str, tuple[int, int]] = field(factory=dict)
     #: Whether infrastructure failures were scored (``include_infra``).
     include_infra: bool = False
+    #: Runs the integrity monitor flagged (see :class:`~rgym_core.scoring.inputs.FlaggedRun`).
+    flagged: list[FlaggedRun] = field(factory=list)
+    #: Whether flagged runs were left out of every figure (``--exclude-flagged``).
+    exclude_flagged: bool = False
 
     def partial_solvers(self) -> list[str]:
         """Solvers (not the baseline) without a scored run on some task: their AUP
@@ -97,6 +102,8 @@ class ScoreReport:
             "rates_summary": [attrs.asdict(r) for r in self.solver_rates],
             "pending": [attrs.asdict(r) for r in self.pending],
             "include_infra": self.include_infra,
+            "flagged": [attrs.asdict(r) for r in self.flagged],
+            "exclude_flagged": self.exclude_flagged,
             "notes": list(self.notes),
             "warnings": list(self.warnings),
         }
@@ -138,7 +145,8 @@ def score_data(data: ScoreData, *, baseline: str = BASELINE, epsilon: float = EP
                          rates=rates, solver_rates=solver_rates(rates, profiles.tasks),
                          notes=list(data.notes),
                          pending=list(data.pending), warnings=list(data.warnings),
-                         coverage=coverage, include_infra=include_infra)
+                         coverage=coverage, include_infra=include_infra,
+                         flagged=list(data.flagged), exclude_flagged=data.exclude_flagged)
     for solver in report.partial_solvers():
         have, total = coverage[solver]
         report.warnings.append(f"solver {solver!r} has scored runs on {have} of {total} tasks: its "
@@ -163,13 +171,15 @@ def score_tables_data(best: Mapping[str, Mapping[str, float | None]],
 
 def score_runs(paths: Iterable[Path | str], *, solver_key: str | None = None,
                baseline: str = BASELINE, strict: bool = False,
-               include_infra: bool = False) -> ScoreReport:
+               include_infra: bool = False, exclude_flagged: bool = False) -> ScoreReport:
     """Score the run directories under ``paths`` (run directories, runs folders,
     sweep folders); a solver named ``baseline`` is renamed ``baseline-agent`` (see
     :mod:`~rgym_core.scoring.inputs`).  ``strict``: an unreadable ``result.json``
     is an error rather than a warning.  ``include_infra``: score the runs the
-    infrastructure ended too."""
-    data = load_runs(paths, solver_key, baseline=baseline, strict=strict)
+    infrastructure ended too.  ``exclude_flagged``: leave out the runs the
+    integrity monitor flagged (they are listed in ``flagged`` either way)."""
+    data = load_runs(paths, solver_key, baseline=baseline, strict=strict,
+                     exclude_flagged=exclude_flagged)
     return score_data(data, baseline=baseline, include_infra=include_infra)
 
 

@@ -43,10 +43,13 @@ EXIT_USAGE = 2
 @click.option("--include-infra", is_flag=True,
               help="Score the runs the infrastructure ended (rgym error, sandbox failure, "
                    "cancelled, ungraded) like any other (default: counted apart, left out).")
+@click.option("--exclude-flagged", is_flag=True,
+              help="Leave out the runs the integrity monitor flagged (they are listed either way; "
+                   "`rgym show RUN_DIR` lists a run's findings).")
 def score(run_dirs: tuple[Path, ...], long_input: Path | None, best_table: Path | None,
           last_table: Path | None, baseline_column: str, minimize: tuple[str, ...],
           solver_key: str | None, fmt: str, plot: Path | None, output: Path | None,
-          strict: bool, include_infra: bool) -> None:
+          strict: bool, include_infra: bool, exclude_flagged: bool) -> None:
     """Score episodes: best attempt and last submission, best of k runs, MLGym's
     performance profiles and AUP, rankings, and ResearchGym's rates.
 
@@ -61,6 +64,9 @@ def score(run_dirs: tuple[Path, ...], long_input: Path | None, best_table: Path 
     --input and the tables a solver so named is that score.  In RUN_DIRS an agent
     with such a name (--agent baseline) is shown as "baseline-agent" with its own
     runs, and a note says so.
+
+    Runs the integrity monitor (rgym-integrity) flagged are listed under "Flagged
+    runs" with the kinds of their findings; --exclude-flagged leaves them out.
     """
     from rgym_core.scoring import api, report
 
@@ -71,12 +77,16 @@ def score(run_dirs: tuple[Path, ...], long_input: Path | None, best_table: Path 
                                "--best-table B.csv --last-table L.csv")
     if (best_table is None) != (last_table is None):
         raise click.UsageError("--best-table and --last-table go together")
+    if exclude_flagged and not run_dirs:
+        raise click.UsageError("--exclude-flagged needs RUN_DIRS (the integrity monitor's findings "
+                               "are in run directories)")
     if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise click.UsageError(f"--plot {plot}: use a .png, .svg or .pdf file name")
     try:
         if run_dirs:
             result = api.score_runs(run_dirs, solver_key=solver_key, baseline=baseline_column,
-                                    strict=strict, include_infra=include_infra)
+                                    strict=strict, include_infra=include_infra,
+                                    exclude_flagged=exclude_flagged)
         elif long_input is not None:
             result = api.score_long(long_input, baseline=baseline_column, minimize=minimize)
         else:

@@ -63,6 +63,8 @@ class Episode:
     subtasks: dict[str, float] = field(factory=dict)
     status: str | None = None
     infrastructure: bool = False
+    #: The integrity monitor flagged the run (an error finding, see ``rgym-integrity``).
+    flagged: bool = False
 
 
 @define(frozen=True)

@@ -51,8 +51,8 @@ LONG_COLUMNS = ("solver", "task", "run", "metric", "value")
 #: The default names of the solvers that stand for a task's own scores.
 BASELINE, REFERENCE = "baseline", "reference"
 
-__all__ = ["BASELINE", "DIRECTIONS", "LONG_COLUMNS", "REFERENCE", "DirectionLookup", "InputError",
-           "PendingRun", "ScoreData", "WideTables", "find_results", "load_long", "load_runs",
+__all__ = ["BASELINE", "DIRECTIONS", "LONG_COLUMNS", "REFERENCE", "DirectionLookup", "FlaggedRun",
+           "InputError", "PendingRun", "ScoreData", "integrity_summary", "WideTables", "find_results", "load_long", "load_runs",
            "load_wide", "read_wide", "registry_directions", "solver_name"]
 
 
@@ -73,6 +73,28 @@ class PendingRun:
     problem: str | None = None
 
 
+@define(frozen=True)
+class FlaggedRun:
+    """A run the integrity monitor flagged (``result.json``'s ``extras["integrity"]``
+    has ``flagged: true``: at least one finding of severity error).  ``kinds`` are
+    the findings' kinds, ``findings`` their first messages; ``excluded`` says whether
+    ``--exclude-flagged`` left it out."""
+
+    path: str
+    task: str
+    solver: str
+    run: str
+    kinds: tuple[str, ...] = ()
+    findings: tuple[str, ...] = ()
+    excluded: bool = False
+
+
+def integrity_summary(result: EpisodeResult) -> dict[str, Any] | None:
+    """The integrity monitor's summary in a result (``None``: the run was not checked)."""
+    value = (result.extras or {}).get("integrity")
+    return value if isinstance(value, dict) else None
+
+
 @define
 class ScoreData:
     """Episodes and what is known about their tasks, from any input.
@@ -85,6 +107,10 @@ class ScoreData:
     notes: list[str] = field(factory=list)
     pending: list[PendingRun] = field(factory=list)
     warnings: list[str] = field(factory=list)
+    #: Runs the integrity monitor flagged (left out when ``exclude_flagged``).
+    flagged: list[FlaggedRun] = field(factory=list)
+    #: Whether flagged runs were left out.
+    exclude_flagged: bool = False
 
 
 #: Looks up the direction of a task by name (``None`` when unknown).
@@ -265,14 +291,15 @@ def _pending(run: RunDir, state: RunState, solver_key: str | None, problem: str 
 
 def load_runs(paths: Iterable[Path | str], solver_key: str | None = None, *,
               baseline: str = BASELINE, reference: str = REFERENCE,
-              strict: bool = False) -> ScoreData:
+              strict: bool = False, exclude_flagged: bool = False) -> ScoreData:
     """Read the run directories under ``paths`` (run directories, runs folders or
     sweep folders).  Two runs of one solver with the same seed stay separate runs
     (their run ids differ).  A solver named ``baseline`` or ``reference`` is
     renamed (see the module docstring).  A ``result.json`` that cannot be read is
     a warning naming it, or an :class:`InputError` when ``strict``; runs without
-    a result are listed in ``pending``."""
-    data = ScoreData()
+    a result are listed in ``pending``.  Runs the integrity monitor flagged are
+    listed in ``flagged`` and, with ``exclude_flagged``, left out."""
+    data = ScoreData(exclude_flagged=exclude_flagged)
     paths = list(paths)
     results: list[tuple[EpisodeResult, str]] = []
     for p in map(Path, paths):
@@ -311,6 +338,17 @@ def load_runs(paths: Iterable[Path | str], solver_key: str | None = None, *,
         if key in seen:
             ep.run = f"{ep.run}:{result.run_id}"
         seen[key] = 1
+        summary = integrity_summary(result)
+        if summary is not None and summary.get("flagged"):
+            ep.flagged = True
+            data.flagged.append(FlaggedRun(
+                path=str(Path(source).parent), task=ep.task, solver=ep.solver, run=ep.run,
+                kinds=tuple(str(k) for k in summary.get("kinds") or ()),
+                findings=tuple(str(f.get("message", "")) for f in (summary.get("findings") or [])
+                               if isinstance(f, dict) and f.get("severity") == "error")[:3],
+                excluded=exclude_flagged))
+            if exclude_flagged:
+                continue
         data.episodes.append(ep)
     unconfined = sum(1 for result, _ in results
                      if result.scores and result.scores[-1].confined is False)
@@ -322,6 +360,17 @@ def load_runs(paths: Iterable[Path | str], solver_key: str | None = None, *,
         names = ", ".join(sorted(p or "default" for p in profiles[task]))
         data.notes.append(f"note: runs of {task} used profiles {names}: each profile is scored "
                           f"as its own task ({task}@PROFILE)")
+    if data.flagged:
+        if exclude_flagged:
+            data.notes.append(f"note: {len(data.flagged)} run(s) flagged by the integrity monitor were "
+                              "left out (--exclude-flagged); they are listed under \"Flagged runs\"")
+        else:
+            data.warnings.append(f"{len(data.flagged)} run(s) were flagged by the integrity monitor "
+                                 "(listed under \"Flagged runs\"); --exclude-flagged leaves them out")
+    if not data.episodes and data.flagged and exclude_flagged:
+        shown = ", ".join(str(p) for p in paths) or "(none)"
+        raise InputError(f"{shown}: every run with a result was flagged by the integrity monitor and "
+                         f"--exclude-flagged left all {len(data.flagged)} out")
     if not data.episodes:
         shown = ", ".join(str(p) for p in paths) or "(none)"
         if data.pending:

@@ -166,6 +166,20 @@ def tables(report: ScoreReport) -> list[Table]:
                          _fmt(y.rebench_at_k) + ("" if y.rebench_tasks == y.tasks
                                                  else f" ({y.rebench_tasks})"))
         out.append(over)
+    if report.flagged:
+        left_out = report.exclude_flagged
+        flagged = _table("Flagged runs (integrity monitor)", "run directory", ("kinds", "scored"),
+                         caption=("left out of every figure (--exclude-flagged); `rgym show RUN_DIR` "
+                                  "lists the findings") if left_out else
+                                 ("scored like any other run; --exclude-flagged leaves them out; "
+                                  "`rgym show RUN_DIR` lists the findings"))
+        for run in report.flagged:
+            label = escape(run.path) + f"\n  [dim]{escape(run.task)} / {escape(run.solver)}[/dim]"
+            for message in run.findings[:2]:
+                label += f"\n  [dim]- {escape(message[:150])}[/dim]"
+            flagged.add_row(label, escape(", ".join(k.replace("_", " ") for k in run.kinds)),
+                            "no" if run.excluded else "yes")
+        out.append(flagged)
     if report.pending:
         pending = _table("Runs without a result", "run directory", ("state", "steps"),
                          caption="running: its process is alive; incomplete: killed before it "
@@ -206,7 +220,8 @@ def to_csv(report: ScoreReport) -> str:
 
     ``table`` is ``best``/``last`` (best-of-k scores and ratios), ``summary``,
     ``aup``, ``rank_best``/``rank_last`` (positions), ``rates``, ``subtask_rates``
-    (task ``TASK/SUB-TASK``) or ``rates_summary`` (per solver over every task).
+    (task ``TASK/SUB-TASK``), ``rates_summary`` (per solver over every task),
+    ``pending`` or ``flagged`` (runs the integrity monitor flagged).
     """
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -253,6 +268,9 @@ def to_csv(report: ScoreReport) -> str:
             w.writerow(["rates_summary", "", y.solver, f, cell(getattr(y, f))])
     for run in report.pending:
         w.writerow(["pending", cell(run.task), cell(run.solver), run.state, run.path])
+    for flag in report.flagged:
+        w.writerow(["flagged", flag.task, flag.solver, "excluded" if flag.excluded else "scored",
+                    f"{flag.path} ({' '.join(flag.kinds)})"])
     return buf.getvalue()
 
 

@@ -1,10 +1,12 @@
 """Reuse: submitted files identical (same SHA-256) to files another run of the
-task submitted, when this run did not compute them itself.  Identical outputs of
-a deterministic program run in both episodes are reported as information."""
+task submitted, when this run did not compute them itself (copied in, typed in as
+data, or present without being written).  Identical outputs of a program run in
+both episodes, and identical code the agent typed, are reported as information."""
 
 from __future__ import annotations
 
 from rgym_integrity.findings import Finding, Kind, Severity
+from rgym_integrity.policy import is_code
 from rgym_integrity.trace import EpisodeTrace, Writer
 
 #: Files this small are too common to mean anything when equal.
@@ -23,14 +25,17 @@ def check(trace: EpisodeTrace) -> list[Finding]:
         event = trace.last_event(path)
         if event is None and path in trace.initial:
             continue  # laid out by the task
-        computed = event is not None and event.writer == Writer.PROCESS
+        # a program the agent typed is its own work even when another run typed the same
+        computed = event is not None and (event.writer == Writer.PROCESS
+                                          or (event.writer == Writer.HAND and is_code(path)))
         other = others[0]
         where = f"{other.get('path')} of run {other.get('run_id')}"
         if computed:
             assert event is not None
             findings.append(Finding(
                 kind=Kind.REUSE, severity=Severity.INFO, steps=[event.step],
-                message=(f"{path} is identical to {where}, but this run computed it at step "
+                message=(f"{path} is identical to {where}, but this run "
+                         f"{'computed' if event.writer == Writer.PROCESS else 'wrote'} it at step "
                          f"{event.step} ({event.how})"),
                 evidence={"file": path, "sha256": sha, "size": item.get("size"), "same_as": others[:5]}))
             continue
