@@ -253,7 +253,7 @@ class EpisodeMonitor:
             record["end"] = sha
             record["hashes"].append([trace.steps[-1].index if trace.steps else 0, "end", sha])
         for path, f in files.items():
-            if f.sha256 and any_match(path, policy.submission) \
+            if f.sha256 and f.sha256 not in trace.starter_hashes and any_match(path, policy.submission) \
                     and not any_match(path, policy.submission_exclude):
                 trace.artifacts[path] = {"sha256": f.sha256, "size": f.size}
         if trace.listed:
@@ -304,17 +304,16 @@ def _starter_hashes(starter: Path | None) -> set[str]:
 def other_runs_artifacts(run_dir: Path, task_id: str, *, own: str) -> dict[str, list[dict[str, Any]]]:
     """Submitted files' hashes of the other runs of ``task_id`` near ``run_dir`` (its
     task's runs folder: ``runs/<task>/...``), from their ``integrity.json``."""
-    from rgym_core.rundir import iter_run_dirs
-
-    root = Path(run_dir).resolve().parent.parent
+    here = Path(run_dir).resolve()
+    root = here.parent.parent
     out: dict[str, list[dict[str, Any]]] = {}
-    if not root.is_dir():
+    if not root.is_dir() or len(root.parts) < 3:
         return out
-    for n, run in enumerate(iter_run_dirs(root)):
+    for n, candidate in enumerate(_nearby_runs(root)):
         if n >= MAX_OTHER_RUNS:
             break
-        path = Path(run.path) / REPORT_FILE
-        if Path(run.path).resolve() == Path(run_dir).resolve() or not path.is_file():
+        path = candidate / REPORT_FILE
+        if candidate == here or not path.is_file():
             continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -325,9 +324,29 @@ def other_runs_artifacts(run_dir: Path, task_id: str, *, own: str) -> dict[str, 
         for name, item in (data.get("artifacts") or {}).items():
             sha = item.get("sha256") if isinstance(item, dict) else None
             if sha:
-                out.setdefault(sha, []).append({"run_id": data.get("run_id"), "run_dir": str(run.path),
+                out.setdefault(sha, []).append({"run_id": data.get("run_id"), "run_dir": str(candidate),
                                                 "path": name})
     return out
+
+
+def _nearby_runs(root: Path) -> list[Path]:
+    """Run directories two levels below ``root`` (``<task>/<solver>/<run>``) or one
+    (a sweep's cells), newest first; links are not followed."""
+    found: list[Path] = []
+    try:
+        level1 = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")]
+    except OSError:
+        return found
+    for first in level1:
+        if (first / REPORT_FILE).is_file():
+            found.append(first)
+            continue
+        try:
+            found += [p for p in first.iterdir() if p.is_dir() and not p.is_symlink()
+                      and (p / REPORT_FILE).is_file()]
+        except OSError:
+            continue
+    return sorted(found, key=lambda p: p.name, reverse=True)
 
 
 __all__ = ["EpisodeMonitor", "other_runs_artifacts"]

@@ -1,0 +1,169 @@
+"""The checks on a finished run directory: for runs made without the monitor, and
+to check again with the current rules (``rgym audit RUN_DIR --recheck``).
+
+The task comes from the run's ``config.json`` (the runner records the whole
+resolved task spec there), the steps from ``trajectory.jsonl``, the final
+workspace from ``workspace.tar.gz``.  What only the live monitor sees (the
+workspace listed after every step) is taken from the run's ``integrity.json``
+when it has one; otherwise file writes come from the commands alone and the
+protected files' start hashes from the task's starter folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from pathlib import Path
+from typing import Any
+
+from rgym_integrity.checks import run_checks
+from rgym_integrity.findings import IntegrityReport, ReportError, read_report
+from rgym_integrity.monitor import EpisodeMonitor, other_runs_artifacts
+from rgym_integrity.policy import resolve_policy
+from rgym_integrity.trace import (
+    FileEvent,
+    StepRecord,
+    events_from_commands,
+    record_outside_writes,
+)
+
+
+class AnalysisError(ValueError):
+    """The run directory cannot be analysed; the message names the file."""
+
+
+def task_of_run(run_dir: Path, registry: Any = None) -> Any:
+    """The run's resolved :class:`~rgym_core.specs.TaskSpec`: from ``config.json``
+    (its ``task`` and ``task_root``), else from the registry by name."""
+    from rgym_core.rundir import RunDir, RunDirError
+    from rgym_core.serialization import SpecError, structure
+    from rgym_core.specs import TaskSpec
+
+    run = RunDir(run_dir)
+    try:
+        config = run.config()
+    except RunDirError as exc:
+        raise AnalysisError(str(exc)) from None
+    data = config.get("task")
+    if isinstance(data, dict):
+        try:
+            task = structure(data, TaskSpec, str(run.config_path), strict=False)
+        except (SpecError, ValueError, TypeError) as exc:
+            raise AnalysisError(f"{run.config_path}: task: {exc}") from None
+        root = config.get("task_root")
+        if root and root != "None" and Path(root).is_dir():
+            import attrs
+
+            task = attrs.evolve(task, root=Path(root))
+        return task
+    name = config.get("run", {}).get("task") if isinstance(config.get("run"), dict) else None
+    if not name:
+        raise AnalysisError(f"{run.config_path}: no task recorded")
+    if registry is None:
+        from rgym_core.registry import load_registry
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            registry = load_registry()
+    return registry.task(name).with_profile(config.get("profile"))
+
+
+def analyze_run_dir(run_dir: Path | str, *, registry: Any = None, keep_audit: bool = True) -> IntegrityReport:
+    """Run every check on a finished run directory and return the report (not written)."""
+    from rgym_core.rundir import RunDir, RunDirError
+
+    run_dir = Path(run_dir)
+    run = RunDir(run_dir)
+    task = task_of_run(run_dir, registry)
+    try:
+        previous = read_report(run_dir)
+    except ReportError:
+        previous = None
+    start = {}
+    try:
+        start = run.start_record()
+    except (RunDirError, StopIteration, ValueError):
+        start = {}
+    workspace = ""
+    try:
+        for record in run.records():
+            if record.get("type") == "sandbox":
+                workspace = str(record.get("workspace") or "")
+                break
+    except RunDirError as exc:
+        raise AnalysisError(str(exc)) from None
+    policy = resolve_policy(task, {}, run_dir=run_dir, workspace=workspace)
+    run_id = str(start.get("run_id") or run_dir.name.rsplit("-", 1)[-1])
+    monitor = EpisodeMonitor(policy, None, run_dir, run_id, task_root=task.root,
+                             starter=task.path(task.starter_files))
+    trace = monitor.trace
+    trace.starter_hashes = _hashes_of(task.path(task.starter_files))
+    starter = task.path(task.starter_files)
+    if starter is not None and starter.is_dir():
+        for path in sorted(starter.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                trace.initial[path.relative_to(starter).as_posix()] = path.stat().st_size
+    recorded = previous is not None and bool(previous.files or previous.protected)
+    try:
+        steps = run.steps()
+    except RunDirError as exc:
+        raise AnalysisError(str(exc)) from None
+    for step in steps:
+        record = StepRecord.from_step(step)
+        trace.steps.append(record)
+        record_outside_writes(record, trace)
+        if not recorded:
+            trace.events.extend(events_from_commands(record, trace))
+    if recorded and previous is not None:
+        trace.events = [FileEvent.from_dict(e) for e in previous.files]
+        for path, item in previous.protected.items():
+            trace.protected[path] = {"start": item.get("start"),
+                                     "hashes": [h for h in item.get("checks", []) if h[1] != "end"]}
+    else:
+        trace.listed = False
+        trace.limits.append("checked after the fact: file writes come from the commands only (the live "
+                            "monitor did not record this run)")
+        if starter is not None:
+            for rel in trace.initial:
+                if policy.is_protected(rel):
+                    trace.protected[rel] = {"start": _sha(starter / rel), "hashes": []}
+    try:
+        result = run.result()
+        trace.scores = list(result.scores)
+    except RunDirError:
+        trace.scores = list(run.scores())
+        trace.limits.append("the run has no result.json: its gradings come from the trajectory")
+    monitor._final_workspace()
+    try:
+        trace.other_artifacts = other_runs_artifacts(run_dir, policy.task_id, own=run_id)
+    except Exception as exc:  # noqa: BLE001
+        trace.limits.append(f"other runs could not be searched for reuse ({exc})")
+    findings, ran, problems = run_checks(trace)
+    trace.limits.extend(problems)
+    report = monitor.report(findings, ran)
+    report.cost = {"analysed_after_the_fact": True}
+    if keep_audit and previous is not None:
+        report.audit = previous.audit
+    return report
+
+
+def _sha(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _hashes_of(folder: Path | None) -> set[str]:
+    out: set[str] = set()
+    if folder is None or not folder.is_dir():
+        return out
+    for path in sorted(folder.rglob("*"))[:2000]:
+        if path.is_file() and not path.is_symlink():
+            sha = _sha(path)
+            if sha:
+                out.add(sha)
+    return out
+
+
+__all__ = ["AnalysisError", "analyze_run_dir", "task_of_run"]
