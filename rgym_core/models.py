@@ -18,6 +18,7 @@ whose host does not accept connections).
 from __future__ import annotations
 
 import socket
+import threading
 import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -146,6 +147,27 @@ class ModelProviderSpec:
     description: str = ""
 
 
+_REGISTRIES: dict[tuple[str, str], Any] = {}
+_REGISTRIES_LOCK = threading.Lock()
+
+
+def _default_registry() -> Any:
+    """The registry for model lookups without one: loaded once per process (and per
+    ``RGYM_PLUGINS``/``RGYM_DISABLE_PLUGINS``), so agents that build their client in
+    every episode (many at once in a sweep) do not each load every plugin again."""
+    import os
+
+    from rgym_core.registry import load_registry
+
+    key = (os.environ.get("RGYM_PLUGINS", ""), os.environ.get("RGYM_DISABLE_PLUGINS", ""))
+    with _REGISTRIES_LOCK:
+        if key not in _REGISTRIES:
+            registry = load_registry(lazy=True)
+            registry.table("model_providers")
+            _REGISTRIES[key] = registry
+        return _REGISTRIES[key]
+
+
 def create_model_client(name: str, *, base_url: str | None = None, registry: Any = None,
                         **options: Any) -> ModelClient:
     """Build a client for ``provider/model`` through the registered providers.
@@ -157,8 +179,6 @@ def create_model_client(name: str, *, base_url: str | None = None, registry: Any
                          f"(e.g. openai-compatible/{name})")
     provider, model = name.split("/", 1)
     if registry is None:
-        from rgym_core.registry import load_registry
-
-        registry = load_registry()
+        registry = _default_registry()
     spec: ModelProviderSpec = registry.model_provider(provider)
     return spec.factory(model, base_url=base_url, **options)

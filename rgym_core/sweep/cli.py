@@ -85,7 +85,7 @@ def _sweep_params(func: Any) -> Any:
 @click.option("--retry-errors", type=click.IntRange(min=0),
               help="Run a cell again this many times when the infrastructure ended it "
                    "(error, sandbox failure, killed) (default 1).")
-@click.option("--executor", "-x", help="local (default), ray or slurm (rgym-executors).")
+@click.option("--executor", "-x", help="local (default), or one a pack registers (ray, slurm: `rgym list plugins`).")
 @click.option("--address", help="The Ray cluster to join (ray executor), e.g. 127.0.0.1:6379 or auto.")
 @click.option("--executor-option", "executor_options", multiple=True, metavar="KEY=VALUE",
               help="An option of the executor (slurm: partition=, gpu_partition=, account=...).")

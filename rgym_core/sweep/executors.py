@@ -437,8 +437,9 @@ def find_executor(registry: Any, name: str) -> ExecutorSpec:
         return short[0]
     known = ", ".join(sorted(n.split("/", 1)[-1] for n in specs))
     hint = ""
-    if name in ("ray", "slurm"):
-        hint = " (install it: pip install ./plugins/executors, the rgym-executors distribution)"
+    install_hint = getattr(registry, "install_hint", None)
+    if callable(install_hint):  # a pack that declares it (rgym.provides) but is not loaded
+        hint = install_hint(name)
     raise ValueError(f"unknown executor '{name}'{hint}; the executors: {known}")
 
 
