@@ -58,7 +58,8 @@ def test_fork_bomb_with_default_limits_leaves_the_host_able_to_fork(make_sandbox
         stop.set()
         thread.join()
     assert result.timed_out and result.exit_code == 124
-    assert "process-count limit (1024 processes)" in result.output, result.output[-500:]
+    assert result.duration_s < 3 + 10, result  # the supervisor froze it, not the backstop
+    assert "shell session ended" not in result.output  # the shell itself survived
     assert host_forks and max(host_forks) < 5.0, max(host_forks)
     subprocess.run(["true"], check=True, timeout=10)
     # every bomb process is dead (the container's init may still be reaping zombies)

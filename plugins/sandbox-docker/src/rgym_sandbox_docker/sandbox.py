@@ -76,8 +76,10 @@ _FORK_FAILURES = ("fork: retry", "fork: Resource temporarily unavailable",
                   "Cannot allocate memory", "can't start new thread")
 #: Capabilities of the episode container: what the root supervisor needs (drop to the
 #: agent user, kill its processes, read /proc of its non-dumpable shell, fix the
-#: owners of dataset mount points).  The agent user never holds any.
-EPISODE_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID", "SYS_PTRACE"]
+#: owners of dataset mount points, run ahead of the agent's processes on the CPU).
+#: The agent user never holds any.
+EPISODE_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID", "SYS_PTRACE",
+                "SYS_NICE"]
 #: Capabilities of a grader container: what the grading supervisor needs to run the
 #: grader and the submission's code as two other unprivileged users.
 GRADER_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"]

@@ -31,7 +31,7 @@ from rgym_sandbox_docker.execstream import STDERR, ExecStream, StreamClosed, run
 
 #: Seconds the host waits past a command's timeout (and the supervisor's own grace)
 #: before it kills the command itself.
-BACKSTOP_GRACE_S = 5.0
+BACKSTOP_GRACE_S = 10.0
 #: Seconds a supervisor gets to start and answer.
 START_TIMEOUT_S = 60.0
 #: Bytes of the start and of the end of a command's output the supervisor keeps
@@ -290,10 +290,16 @@ class ShellSession:
         elapsed = time.monotonic() - started
         timed_out = timeout is not None and elapsed >= timeout
         note = note_for({"kind": "exited", "cwd": self.cwd})
-        try:
-            self.start()
-        except Exception as again:  # noqa: BLE001 - the container is probably gone
-            raise SupervisorError(f"{exc}; restarting the shell failed: {again}") from exc
+        for attempt in range(4):  # a process table just freed may need a moment
+            try:
+                self.start()
+                break
+            except Exception as again:  # noqa: BLE001 - the container may be gone
+                if attempt == 3:
+                    raise SupervisorError(f"{exc}; restarting the shell failed: {again}") \
+                        from exc
+                self.kill_young(None, supervisor_too=True)
+                time.sleep(0.5 * (attempt + 1))
         return ExecResult(TIMEOUT_EXIT_CODE if timed_out else 1,
                           f"[the sandbox's shell did not answer: {exc}]\n{note}\n",
                           timed_out=timed_out, duration_s=elapsed)

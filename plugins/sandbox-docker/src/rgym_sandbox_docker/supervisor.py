@@ -56,8 +56,8 @@ HEADER = struct.Struct(">II")
 RUN_DIR = "/run/rgym"
 SHELL_COPY = RUN_DIR + "/bash"
 #: Seconds the shell gets, after a timed-out command's processes are killed, to
-#: come back before it is killed too.
-SHELL_GRACE_S = 1.0
+#: come back before it is killed too (it may have a thousand children to reap).
+SHELL_GRACE_S = 3.0
 #: Seconds between checks of the shell while a command runs.
 CHECK_EVERY_S = 0.25
 CHUNK = 1 << 16
@@ -176,6 +176,18 @@ def agent_pids(uid: int, since: int | None = None, exclude: Iterable[int] = ()) 
     return found
 
 
+def agent_processes(uid: int) -> dict[int, int]:
+    """Every live process of ``uid`` and its start time (ticks since boot)."""
+    found: dict[int, int] = {}
+    mine = os.getpid()
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) not in (mine, 1):
+            info = proc_uid_start(int(name))
+            if info is not None and uid in info[:2]:
+                found[int(name)] = info[2]
+    return found
+
+
 def signal_all(pids: Iterable[int], sig: int) -> None:
     for pid in pids:
         try:
@@ -184,23 +196,111 @@ def signal_all(pids: Iterable[int], sig: int) -> None:
             pass
 
 
-def kill_young(uid: int, since: int | None, exclude: Iterable[int] = ()) -> int:
-    """Freeze, then kill, every process of ``uid`` started since ``since`` (a frozen
-    process cannot fork: fork bombs die too).  Returns how many were killed."""
-    stopped: set[int] = set()
-    for _ in range(400):
-        new = [p for p in agent_pids(uid, since, exclude) if p not in stopped]
-        if not new:
-            break
-        signal_all(new, signal.SIGSTOP)
-        stopped.update(new)
-    signal_all(stopped, signal.SIGKILL)
+class Freezer:
+    """Stops every process of the agent user at once: ``kill(-1, SIGSTOP)`` sent *as*
+    that user reaches all of its processes in one pass of the kernel, and a fork in
+    progress is restarted after the stop, so nothing escapes (a fork bomb included).
+
+    The sender is a helper forked ahead of time and kept root (the agent cannot
+    signal it) until it is needed: a fork bomb that exhausts the process limit
+    leaves no room to fork one then.  It drops to the agent user, sends the signal
+    and exits; the next freeze forks a new one."""
+
+    def __init__(self, uid: int, gid: int) -> None:
+        self.uid, self.gid = uid, gid
+        self.pid: int | None = None
+        self.pipe = -1
+
+    def arm(self) -> bool:
+        if self.pid is not None:
+            return True
+        try:
+            read_end, write_end = os.pipe()
+            pid = os.fork()
+        except OSError:
+            return False  # no room for a helper now: scanning will do
+        if pid == 0:
+            try:  # keep nothing of the supervisor's: not its pipes, not the host's stream
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.closerange(3, read_end)
+                os.closerange(read_end + 1, 1 << 16)
+                if os.read(read_end, 1) == b"F":
+                    os.setgroups([])
+                    os.setresgid(self.gid, self.gid, self.gid)
+                    os.setresuid(self.uid, self.uid, self.uid)
+                    os.kill(-1, signal.SIGSTOP)
+            finally:
+                os._exit(0)
+        os.close(read_end)
+        self.pid, self.pipe = pid, write_end
+        return True
+
+    def freeze(self) -> bool:
+        """Stop every process of the agent user; False when it could not be done."""
+        if not self.arm() or self.pid is None:
+            return False
+        pid, self.pid = self.pid, None
+        try:
+            os.write(self.pipe, b"F")
+        except OSError:
+            pass
+        os.close(self.pipe)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:  # the helper is root's child: reap it
+            try:
+                done, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return False
+            if done:
+                return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+            time.sleep(0.002)
+        return False
+
+    def close(self) -> None:
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+            os.close(self.pipe)
+            self.pid = None
+
+
+def kill_young(uid: int, since: int | None, exclude: Iterable[int] = (),
+               freezer: Freezer | None = None) -> int:
+    """Kill every process of ``uid`` started since ``since`` (all of them when None),
+    except ``exclude``.  With a ``freezer``, every process of the user is stopped
+    first in one pass, the young ones are killed and the others continued; else they
+    are frozen by scanning (SIGSTOP, again until no new one appears) and killed.
+    Returns how many were killed."""
+    skip = set(exclude)
+    if freezer is not None and freezer.freeze():
+        everyone = agent_processes(uid)
+        young = {pid for pid, start in everyone.items()
+                 if pid not in skip and (since is None or start >= since)}
+        signal_all(young, signal.SIGKILL)
+        signal_all([p for p in everyone if p not in young], signal.SIGCONT)
+        stopped = young
+    else:
+        stopped = set()
+        for _ in range(400):
+            new = [p for p in agent_pids(uid, since, skip) if p not in stopped]
+            if not new:
+                break
+            signal_all(new, signal.SIGSTOP)
+            stopped.update(new)
+        signal_all(stopped, signal.SIGKILL)
     for _ in range(50):
-        rest = agent_pids(uid, since, exclude)
+        rest = agent_pids(uid, since, skip)
         if not rest:
             break
         signal_all(rest, signal.SIGKILL)
         time.sleep(0.01)
+    if freezer is not None:
+        freezer.arm()
     return len(stopped)
 
 
@@ -288,6 +388,12 @@ class Capture:
 # -- the shell -------------------------------------------------------------------------------
 
 
+def normal_priority() -> None:
+    """``preexec_fn`` of every process started as the agent: back to niceness 0 (the
+    supervisor runs at -20; only it may)."""
+    os.setpriority(os.PRIO_PROCESS, 0, 0)
+
+
 def ansi_c_quote(text: str) -> str:
     out = ["$'"]
     for ch in text:
@@ -328,8 +434,10 @@ def prepare_run_dir() -> tuple[int, int]:
 class Shell:
     """One non-dumpable bash of the agent user, driven line by line."""
 
-    def __init__(self, cfg: dict[str, Any], shell_id: int) -> None:
+    def __init__(self, cfg: dict[str, Any], shell_id: int, freezer: Freezer | None = None
+                 ) -> None:
         self.cfg = cfg
+        self.freezer = freezer
         self.uid = cfg["uid"]
         self.gid = cfg["gid"]
         self.shell_id = shell_id
@@ -350,7 +458,8 @@ class Shell:
         proc = self.proc = subprocess.Popen(
             ["bash", "--noprofile", "--norc"], executable=SHELL_COPY, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=where, env=env, user=self.uid,
-            group=self.gid, extra_groups=[], start_new_session=True, close_fds=True)
+            group=self.gid, extra_groups=[], start_new_session=True, close_fds=True,
+            preexec_fn=normal_priority)
         assert proc.stdin is not None and proc.stdout is not None
         self.pid = proc.pid
         self.stdin = proc.stdin.fileno()
@@ -531,7 +640,7 @@ class Shell:
             now = time.monotonic()
             if deadline is not None and not timed_out and now >= deadline:
                 timed_out = True
-                kill_young(self.uid, since, exclude=(self.pid,))
+                kill_young(self.uid, since, exclude=(self.pid,), freezer=self.freezer)
                 kill_at = time.monotonic() + SHELL_GRACE_S
                 continue
             if kill_at is not None and now >= kill_at:
@@ -560,12 +669,17 @@ class Session:
     def __init__(self) -> None:
         self.host = HostInput()
         self.shell: Shell | None = None
+        self.freezer: Freezer | None = None
         self.cfg: dict[str, Any] = {}
         self.shell_file: tuple[int, int] = (0, 0)
         self.count = 0
 
     def serve(self) -> None:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        try:  # the agent's processes share the container's CPU: come first among them,
+            os.setpriority(os.PRIO_PROCESS, 0, -20)  # so a timeout is enforced on time
+        except OSError:
+            pass  # no CAP_SYS_NICE (a container started otherwise): normal priority
         while True:
             request = self.host.line()
             if request is None:
@@ -586,6 +700,8 @@ class Session:
         if self.shell is not None:
             self.shell.kill()
             self.shell = None
+        if self.freezer is not None:
+            self.freezer.close()
 
     # -- requests
 
@@ -610,7 +726,9 @@ class Session:
         if cfg.get("size"):  # the starter files follow the request
             code, err = self._extract(cfg["workdir"], int(cfg["size"]))
             untarred = {"exit": code, "error": err}
-        self.shell = Shell(cfg, 0)
+        self.freezer = Freezer(cfg["uid"], cfg["gid"])
+        self.freezer.arm()
+        self.shell = Shell(cfg, 0, self.freezer)
         self.shell.start(cfg["workdir"])
         send({"ev": "ready", "pid": self.shell.pid, "cwd": self.shell.cwd,
               "supervisor": os.getpid(), "untarred": untarred})
@@ -620,7 +738,7 @@ class Session:
         if old is not None:
             old.kill()
         self.count += 1
-        shell = self.shell = Shell(self.cfg, self.count)
+        shell = self.shell = Shell(self.cfg, self.count, self.freezer)
         shell.start(cwd)
         return shell
 
@@ -681,7 +799,8 @@ class Session:
     def op_kill(self, request: dict[str, Any]) -> None:
         exclude = [self.shell.pid] if self.shell is not None else []
         since = request.get("since")
-        n = kill_young(self.cfg["uid"], None if since is None else int(since), exclude)
+        n = kill_young(self.cfg["uid"], None if since is None else int(since), exclude,
+                       freezer=self.freezer)
         send({"ev": "killed", "count": n})
 
     def _extract(self, dest: str, size: int) -> tuple[int, str]:
@@ -695,7 +814,7 @@ class Session:
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             user=self.cfg["uid"], group=self.cfg["gid"], extra_groups=[],
-            env=self.cfg["env"], cwd="/")
+            env=self.cfg["env"], cwd="/", preexec_fn=normal_priority)
         assert proc.stdin is not None and proc.stderr is not None
         broken = False
         for piece in self.host.take(size):
@@ -726,6 +845,7 @@ class Session:
             try:
                 os.close(names_r)
                 os.close(report_r)
+                normal_priority()
                 os.setgroups([])
                 os.setresgid(self.cfg["gid"], self.cfg["gid"], self.cfg["gid"])
                 os.setresuid(self.cfg["uid"], self.cfg["uid"], self.cfg["uid"])
@@ -750,7 +870,8 @@ class Session:
              "-C", base, "--no-recursion", "--null", "--verbatim-files-from", "-T", "-"],
             stdin=names_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             user=self.cfg["uid"], group=self.cfg["gid"], extra_groups=[], cwd="/",
-            env={"PATH": self.cfg["env"].get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"})
+            env={"PATH": self.cfg["env"].get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
+            preexec_fn=normal_priority)
         os.close(names_r)
         assert tar.stdout is not None and tar.stderr is not None
         out = tar.stdout.fileno()
@@ -904,7 +1025,8 @@ def main(argv: list[str]) -> None:
     elif mode == "kill":  # kill UID SINCE_TICKS [EXCLUDE...]: the host's backstop
         uid = int(argv[2])
         since = None if argv[3] == "-" else int(argv[3])
-        print(kill_young(uid, since, [int(p) for p in argv[4:]]))
+        gid = pwd.getpwuid(uid).pw_gid if uid in {e.pw_uid for e in pwd.getpwall()} else uid
+        print(kill_young(uid, since, [int(p) for p in argv[4:]], freezer=Freezer(uid, gid)))
     else:
         sys.exit(f"unknown mode {mode!r}")
 
