@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -70,6 +71,28 @@ class SweepSession:
         anything runs: a bad matrix, other options than the folder's runs were made
         with, a cell that cannot start, another sweep on the folder."""
         cells = self.cells()
+        existed = self.folder.path.exists()
+        try:
+            return self._run(cells, as_json=as_json, quiet=quiet, dry_run=dry_run,
+                             print_summary=print_summary, stream=stream)
+        except SweepError:
+            if not existed:
+                self._remove_empty_folder()
+            raise
+
+    def _remove_empty_folder(self) -> None:
+        """Remove a sweep folder this invocation created and left empty (a sweep that
+        could not start leaves nothing behind)."""
+        state = self.folder.state_dir
+        try:
+            if {p.name for p in self.folder.path.iterdir()} <= {state.name} and \
+                    {p.name for p in state.iterdir()} <= {"lock"}:
+                shutil.rmtree(self.folder.path)
+        except OSError:
+            pass
+
+    def _run(self, cells: list[Cell], *, as_json: bool, quiet: bool, dry_run: bool,
+             print_summary: Callable[[Path], None] | None, stream: Any) -> int:
         with self.folder.locked():
             if self.folder.read_manifest() is not None:
                 old = self.folder.manifest_spec()
