@@ -141,3 +141,43 @@ def test_checkpoint_must_fit_the_profile() -> None:
         build_encoder(arch, 20, {"embeddings.word_embeddings.weight": torch.zeros(20, 16)})
     with pytest.raises(CheckpointError, match="does not"):
         build_encoder(arch, 20, {**mlm.state_dict(), "extra.weight": torch.zeros(1)})
+
+
+def test_researchgym_profile_layout_and_learning_rate_selection() -> None:
+    """The researchgym profile trains what the repository's grade.py does (5 SOFC folds and
+    5 slot-filling folds, MatScholar, 3 learning rates x 3 seeds each); scores take, per fold,
+    the learning rate with the best mean validation score and average the test scores there."""
+    from rgym_task_materials.mtner.jobs import aggregate, build_job
+    from rgym_task_materials.mtner.normalize import Normalizer
+    from rgym_task_materials.mtner.profiles import get_profile
+
+    docs = {f"D{i}": ("test" if i >= 10 else "train") for i in range(12)}
+    sentence = [["LiFePO4", "at", "25", "C"], ["B-MATERIAL", "O", "B-VALUE", "I-VALUE"],
+                ["B-cathode_material", "O", "B-working_temperature", "I-working_temperature"]]
+    corpus = {"sofc": {"sets": docs, "documents": {d: [sentence] for d in docs}},
+              "matscholar": {s: [[["NiO", "films"], ["B-MAT", "B-DSC"]]] for s in ("train", "dev", "test")}}
+    profile = get_profile("researchgym")
+    vocab = [*SPECIAL_TOKENS, "a"]
+    job, gold = build_job(profile, corpus, vocab, Normalizer({c: c for c in "abcdefghijklmnopqrstuvwxyzLFPONiC0123456789"}))
+    assert sorted(job["datasets"]) == sorted([*(f"ner-sofc/{k}" for k in range(1, 6)),
+                                              *(f"sf/{k}" for k in range(1, 6)), "ner-matscholar"])
+    assert len(job["runs"]) == 11 * 9 and {r["lr"] for r in job["runs"]} == {2e-5, 3e-5, 5e-5}
+    assert {r["seed"] for r in job["runs"]} == {42, 43, 44}
+    assert job["datasets"]["sf/1"]["epochs"] == 40 and job["datasets"]["ner-sofc/1"]["epochs"] == 20
+    assert job["datasets"]["ner-sofc/1"]["test"] == [["LiFePO4", "at", "25", "C"]] * 2  # words only
+    assert job["datasets"]["ner-sofc/1"]["eval_types"] == ["MATERIAL", "VALUE"]
+    assert "experiment_evoking_word" not in job["datasets"]["sf/1"]["eval_types"]
+
+    def fake(name: str, lr: float) -> dict:
+        # lr 3e-5 is right on validation and test; the others predict nothing
+        good = lr == 3e-5
+        return {split: [tags if good else ["O"] * len(tags) for tags in gold[name][split]]
+                for split in ("val", "test")}
+
+    result = {"runs": [{"dataset": r["dataset"], "lr": r["lr"], "seed": r["seed"], "best_epoch": 1,
+                        **fake(r["dataset"], r["lr"])} for r in job["runs"]]}
+    out = aggregate(profile, job, result, gold)
+    assert out["scores"]["sofc_ner_macro_f1"] == 100.0 and out["scores"]["matscholar_ner_micro_f1"] == 100.0
+    assert out["scores"]["sofc_sf_macro_f1"] == 100.0
+    assert {f["best_lr"] for f in out["details"]["ner-sofc"]["folds"]} == {3e-5}
+    assert set(out["subtasks"]) == {"ner-sofc", "sf", "ner-matscholar"}
