@@ -73,7 +73,7 @@ PROFILES: dict[str, EvalProfile] = {
         checkpoint="required", checkpoint_max_mb=2048, max_len=512, batch_size=8,
         lrs=(2e-5, 3e-5, 5e-5), seeds=(42, 43, 44), head_lr=3e-4,
         subtasks=(SOFC, MATSCHOLAR, SOFC_SLOT), threads=8,
-        worker_wall_s=4 * 86400.0, worker_memory_mb=65536),
+        worker_wall_s=170000.0, worker_memory_mb=65536),
 }
 
 
