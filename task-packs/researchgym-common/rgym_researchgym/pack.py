@@ -121,8 +121,10 @@ def policy_file(task: str, cache_dir: Path | None = None) -> Path:
 def researchgym_task(folder: Path, task: str) -> Any:
     """The TaskSpec of ``folder/task.yaml`` with ``starter_files`` pointing at the
     prepared workspace of ResearchGym task ``task``, the grader helper
-    ``rgym_confined.py`` included, and the verified ``blocked_urls.yaml`` in the
-    leakage policy (``tool_config.leakage.policy_files``)."""
+    ``rgym_confined.py`` included, the verified ``blocked_urls.yaml`` in the
+    leakage policy (``tool_config.leakage.policy_files``) and, when
+    ``folder/subtasks.yaml`` exists, per-profile sub-tasks
+    (:mod:`rgym_researchgym.profile_subtasks`)."""
     spec = load_task_spec(folder)
     tool_config = {name: dict(value) for name, value in spec.tool_config.items()}
     for tool in LEAKAGE_TOOLS:
@@ -142,7 +144,9 @@ def researchgym_task(folder: Path, task: str) -> Any:
                 profile, grader=attrs.evolve(profile.grader, include={
                     CONFINED_MODULE: "rgym_confined.py", **profile.grader.include}))
             for name, profile in profiles.items()})
-    return spec
+    from rgym_researchgym.profile_subtasks import with_profile_subtasks
+
+    return with_profile_subtasks(spec, folder)
 
 
 def merge_leakage(task: str, leakage: dict[str, Any]) -> None:
