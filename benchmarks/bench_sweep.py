@@ -14,7 +14,10 @@ executor's overhead, printed side by side from one run (ratios, robust to load).
     0.8 for N = 2, 4, 8.
 (c) per-episode overhead of the Ray executor on a local one-node cluster (started
     inside a network namespace made for the benchmark: ``unshare -n``, loopback
-    only) against the local executor, on the same ``--ray-episodes`` episodes.
+    only) against the local executor, on the same ``--ray-episodes`` episodes: the
+    time the sweep sees per episode once Ray's workers run, and apart from it the
+    cold start of a sweep on Ray (joining the cluster, starting the workers of the
+    job, which import rgym).
 """
 
 from __future__ import annotations
@@ -132,21 +135,38 @@ def part_c(root: Path, episodes: int, parallel: int) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def inner_ray(root: Path, episodes: int, parallel: int) -> None:
-    """(c), inside the namespace: the same episodes, local then Ray, then local again."""
-    def sweep(name: str, *executor: str) -> float:
-        proc = rgym("sweep", "rgym/demo", "--agent", "baseline", "--seeds", f"1-{episodes}", "--max-parallel",
-                    str(parallel), "--json", "--sweep-dir", str(root / name), *executor)
-        events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-        return float(next(e for e in events if e["event"] == "sweep_end")["elapsed_s"])
+def _sweep_events(root: Path, name: str, episodes: int, parallel: int, *executor: str) -> list[dict[str, Any]]:
+    proc = rgym("sweep", "rgym/demo", "--agent", "baseline", "--seeds", f"1-{episodes}", "--max-parallel",
+                str(parallel), "--json", "--sweep-dir", str(root / name), *executor)
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
-    local_1 = sweep("c-local-1")
-    on_ray = sweep("c-ray", "--executor", "ray", "--address", "127.0.0.1:6399")
-    local_2 = sweep("c-local-2")
-    local = (local_1 + local_2) / 2
-    print(json.dumps({"episodes": episodes, "parallel": parallel, "local_s": local, "ray_s": on_ray,
-                      "overhead_per_episode_s": (on_ray - local) / episodes * parallel,
-                      "ratio": on_ray / local}))
+
+def _timings(events: list[dict[str, Any]], parallel: int) -> dict[str, float]:
+    """Start-up (sweep start to the first episode's start), the whole run, and the mean
+    time the driver sees per episode after the first wave (workers started and warm)."""
+    first = {e["event"]: e["time"] for e in reversed(events)}
+    starts = {e["cell"]: e["time"] for e in events if e["event"] == "cell_start"}
+    ends = sorted((e["time"], e["cell"]) for e in events if e["event"] == "cell_end")
+    warm_from = ends[parallel - 1][0] if len(ends) >= parallel else 0.0
+    later = [t - starts[c] for t, c in ends if starts[c] >= warm_from - 0.5]
+    return {"startup_s": first["cell_start"] - first["sweep_start"],
+            "elapsed_s": first["sweep_end"] - first["sweep_start"],
+            "first_wave_s": warm_from - first["cell_start"],
+            "warm_episode_s": sum(later) / len(later) if later else float("nan"), "warm_episodes": len(later)}
+
+
+def inner_ray(root: Path, episodes: int, parallel: int) -> None:
+    """(c), inside the namespace: the same episodes, local, on Ray, local again."""
+    local_1 = _timings(_sweep_events(root, "c-local-1", episodes, parallel), parallel)
+    on_ray = _timings(_sweep_events(root, "c-ray", episodes, parallel, "--executor", "ray",
+                                    "--address", "127.0.0.1:6399"), parallel)
+    local_2 = _timings(_sweep_events(root, "c-local-2", episodes, parallel), parallel)
+    local = {k: (local_1[k] + local_2[k]) / 2 for k in local_1}
+    print(json.dumps({"episodes": episodes, "parallel": parallel, "local": local, "ray": on_ray,
+                      "ratio": on_ray["elapsed_s"] / local["elapsed_s"],
+                      "warm_overhead_per_episode_s": on_ray["warm_episode_s"] - local["warm_episode_s"],
+                      "cold_start_s": (on_ray["startup_s"] + on_ray["first_wave_s"])
+                      - (local["startup_s"] + local["first_wave_s"])}))
 
 
 def main() -> None:
@@ -191,9 +211,13 @@ def main() -> None:
             if "skipped" in c:
                 print(f"(c) skipped: {c['skipped']}")
             else:
+                loc, ray = c["local"], c["ray"]
                 print(f"(c) {c['episodes']} episodes, {c['parallel']} at a time: local executor "
-                      f"{c['local_s']:.1f} s, Ray executor (one-node cluster) {c['ray_s']:.1f} s -> "
-                      f"{c['ratio']:.2f}x, overhead {c['overhead_per_episode_s']:+.2f} s per episode")
+                      f"{loc['elapsed_s']:.1f} s, Ray executor (one-node cluster) {ray['elapsed_s']:.1f} s "
+                      f"({c['ratio']:.2f}x); a warm episode as the sweep sees it: local "
+                      f"{loc['warm_episode_s']:.2f} s, Ray {ray['warm_episode_s']:.2f} s -> overhead "
+                      f"{c['warm_overhead_per_episode_s']:+.2f} s per episode; Ray's cold start (joining the "
+                      f"cluster, starting {c['parallel']} workers) {c['cold_start_s']:+.1f} s per sweep")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -43,7 +43,7 @@ def worker_registry(plugins: list[str] | None) -> Any:
     key = tuple(plugins or ())
     with _LOCK:
         if key not in _REGISTRIES:
-            _REGISTRIES[key] = load_registry(only=list(plugins) if plugins else None)
+            _REGISTRIES[key] = load_registry(only=list(plugins) if plugins else None, lazy=True)
         return _REGISTRIES[key]
 
 
