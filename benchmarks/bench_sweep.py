@@ -144,7 +144,7 @@ def _sweep_events(root: Path, name: str, episodes: int, parallel: int, *executor
 def _timings(events: list[dict[str, Any]], parallel: int) -> dict[str, float]:
     """Start-up (sweep start to the first episode's start), the whole run, and the mean
     time the driver sees per episode after the first wave (workers started and warm)."""
-    first = {e["event"]: e["time"] for e in reversed(events)}
+    first = {e["event"]: e["time"] for e in reversed(events) if "time" in e}
     starts = {e["cell"]: e["time"] for e in events if e["event"] == "cell_start"}
     ends = sorted((e["time"], e["cell"]) for e in events if e["event"] == "cell_end")
     warm_from = ends[parallel - 1][0] if len(ends) >= parallel else 0.0
