@@ -101,6 +101,16 @@ def is_code(path: str) -> bool:
     return extension(path) in CODE_EXTENSIONS
 
 
+REPORT_EXTENSIONS = frozenset({".md", ".tex", ".html", ".rst", ".org", ".ipynb"})
+_REPORT_NAMES = re.compile(r"^(readme|report|notes?|summary|writeup|paper|discussion|analysis)\b", re.IGNORECASE)
+
+
+def is_report(path: str) -> bool:
+    """Prose for people (``REPORT.md``, ``notes.txt``): it quotes results."""
+    name = path.rsplit("/", 1)[-1]
+    return extension(path) in REPORT_EXTENSIONS or bool(_REPORT_NAMES.match(name))
+
+
 @define
 class IntegrityPolicy:
     """The resolved settings of the checks for one episode."""
@@ -137,13 +147,16 @@ class IntegrityPolicy:
     workspace: str = ""
 
     def is_result_file(self, path: str) -> bool:
-        """Declared results, named submission files, or a text file named like results."""
+        """Declared results, named submission files, or a data file named like results
+        (``results.json``, ``metrics.csv``, ``scores.txt``); reports (``.md``, ``.tex``,
+        ``README``...) are prose that quotes results, not results."""
         if any_match(path, self.declared_results) or any_match(path, self.results):
             return True
-        if self.submission != ["**/*"] and any_match(path, self.submission) and not is_code(path):
+        if is_code(path) or is_report(path):
+            return False
+        if self.submission != ["**/*"] and any_match(path, self.submission):
             return True
-        return is_text_like(path) and bool(DEFAULT_RESULTS_NAMES.search(path.rsplit("/", 1)[-1])) \
-            and not is_code(path)
+        return is_text_like(path) and bool(DEFAULT_RESULTS_NAMES.search(path.rsplit("/", 1)[-1]))
 
     def is_protected(self, path: str) -> bool:
         return any_match(path, self.protected)

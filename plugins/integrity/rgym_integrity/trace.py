@@ -227,10 +227,12 @@ def attribute(step: StepRecord, path: str, trace: EpisodeTrace, open_file: str |
                              how=_how_text(write.tool, write.how), sources=sources, literal=write.literal)
         runs = step.command.runs
         if runs:
-            run = runs[-1]
-            what = run.script or (f"-m {run.module}" if run.module else ("inline code" if run.code else ""))
+            names = []
+            for run in runs[:4]:
+                what = run.script or (f"-m {run.module}" if run.module else ("-c ..." if run.code else ""))
+                names.append(f"`{run.program} {what}`".replace(" `", "`") if not what else f"`{run.program} {what}`")
             return FileEvent(step=step.index, path=path, change="modified", writer=Writer.PROCESS,
-                             how=f"written while `{run.program} {what}`".rstrip() + " ran")
+                             how=f"written while {', '.join(names)} ran")
         first = step.command.commands[0].name if step.command.commands else "the command"
         return FileEvent(step=step.index, path=path, change="modified", writer=Writer.PROCESS,
                          how=f"changed while `{first}` ran (a program or a background process)")

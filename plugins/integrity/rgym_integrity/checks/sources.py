@@ -37,7 +37,7 @@ def check(trace: EpisodeTrace) -> list[Finding]:
             joined = " ".join(str(v) for v in step.args.values() if isinstance(v, str))
             title = normalise_title(joined) if joined else ""
             for blocked_title in policy.blocked_titles:
-                if blocked_title and title and (blocked_title in title or title in blocked_title) \
+                if blocked_title and any(c.isalpha() for c in blocked_title) and title and (blocked_title in title or title in blocked_title) \
                         and len(title) >= 12:
                     blocked.append(f"title: {blocked_title}")
         if blocked:

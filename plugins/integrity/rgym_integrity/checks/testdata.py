@@ -95,8 +95,10 @@ def _training_reads(trace: EpisodeTrace, step: StepRecord) -> list[Finding]:
         training = _is_training(run, sources)
         if not training and not declared:
             continue
-        severity = Severity.ERROR if training and declared else (Severity.WARNING if training else Severity.WARNING)
-        what = "a training command" if training else "a command"
+        # training on declared test data: an error; on files named like test labels: a
+        # warning; an evaluation reading the declared test data: a note
+        severity = (Severity.ERROR if declared else Severity.WARNING) if training else Severity.INFO
+        what = "a training command" if training else "a command that does not train"
         program = " ".join(filter(None, [run.program, run.script or (f"-m {run.module}" if run.module else None)]))
         findings.append(Finding(
             kind=Kind.TEST_DATA_ACCESS, severity=severity, steps=[step.index],
