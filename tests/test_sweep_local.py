@@ -96,12 +96,14 @@ def test_acceptance_sweep_runs_every_cell_then_only_prints_the_summary(
     score = run_cli("score", str(sweep), env=ENV)
     assert proc.stdout == score.stdout
 
+    manifest = (sweep / "sweep.json").read_text()
     again = run_cli(*acceptance_args(data_dir), cwd=cwd, env=ENV, timeout=600)
     assert again.returncode == 0, again.stderr
     assert again.stdout == score.stdout  # nothing but the summary
     assert again.stderr.strip() == ""
     assert results(sweep) == runs  # no episode ran again
     assert [e["event"] for e in events(sweep)].count("sweep_start") == 1
+    assert (sweep / "sweep.json").read_text() == manifest
 
 
 @pytest.mark.timeout(900)

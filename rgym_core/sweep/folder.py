@@ -191,6 +191,9 @@ class SweepFolder:
                 raise SweepError(self._mismatch(old_spec, spec))
             known = [Cell.from_data(c) for c in old.get("cells", [])]
         every = known + [c for c in cells if c not in known]
+        if old is not None and every == known and old.get("spec") == spec.to_data() \
+                and old.get("settings") == dict(settings or {}) and old.get("executor") == executor:
+            return every  # nothing new: the folder stays as it is
         data = {
             "format": FORMAT,
             "name": spec.name or self.path.name,
