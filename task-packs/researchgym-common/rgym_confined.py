@@ -30,6 +30,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 NOBODY = 65534
 
@@ -54,9 +55,9 @@ class Outcome:
         return None
 
 
-def _kit():
+def _kit() -> Any:
     try:
-        import rgym_grader_kit  # type: ignore[import-not-found]
+        import rgym_grader_kit
     except ImportError:
         return None
     return rgym_grader_kit

@@ -113,9 +113,9 @@ def aggregate(profile: EvalProfile, job: dict[str, Any], result: dict[str, Any],
             types = dataset["eval_types"]
             val_gold = _blank(gold[name]["val"], ignored)
             test_gold = _blank(gold[name]["test"], ignored)
-            per_lr = {}
+            per_lr: dict[float, list[dict[str, Any]]] = {}
             for lr in profile.lrs:
-                rows = []
+                rows: list[dict[str, Any]] = []
                 for seed in profile.seeds:
                     run = by_run.get((name, float(lr), int(seed)))
                     if run is None:

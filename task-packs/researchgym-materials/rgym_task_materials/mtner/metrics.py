@@ -12,6 +12,7 @@ scores 0, as the repository's ``ner.py`` does).  All figures are percentages.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 Chunk = tuple[int, int, str]
 
@@ -40,7 +41,7 @@ def _f1(correct: int, guessed: int, gold: int) -> tuple[float, float, float]:
 
 
 def score(gold: Iterable[Sequence[str]], predicted: Iterable[Sequence[str]],
-          types: Sequence[str]) -> dict[str, object]:
+          types: Sequence[str]) -> dict[str, Any]:
     """Micro and macro F1 of ``predicted`` against ``gold`` (sentence by sentence)."""
     correct: dict[str, int] = {}
     guessed: dict[str, int] = {}
@@ -57,7 +58,7 @@ def score(gold: Iterable[Sequence[str]], predicted: Iterable[Sequence[str]],
         for _, _, kind in g & p:
             correct[kind] = correct.get(kind, 0) + 1
         n += 1
-    per_type = {}
+    per_type: dict[str, dict[str, float]] = {}
     for kind in types:
         precision, recall, f1 = _f1(correct.get(kind, 0), guessed.get(kind, 0), total.get(kind, 0))
         per_type[kind] = {"precision": precision, "recall": recall, "f1": f1,

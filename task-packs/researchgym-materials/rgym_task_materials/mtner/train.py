@@ -191,7 +191,7 @@ def train_run(dataset: dict[str, Any], encoded: dict[str, list[Encoded]], job: d
             scheduler.step()
             total += float(loss.detach()) * len(chunk)
         val_pred = _blank(predict(model, encoded["val"], tags, encoder.pad_id, batch_size * 2, device), ignored)
-        val = score(val_gold, val_pred, dataset["eval_types"])[select]
+        val = float(score(val_gold, val_pred, dataset["eval_types"])[select])
         history.append({"epoch": epoch, "loss": total / max(len(train_items), 1), f"val_{select}": val,
                         "seconds": round(time.monotonic() - started, 2)})
         log(f"{dataset['name']} lr={lr} seed={seed} epoch {epoch}/{epochs}: "

@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .vocab import SPECIAL_TOKENS
 
@@ -40,7 +41,7 @@ def pre_tokenize(text: str) -> list[str]:
     return [w for w, _ in _NORMALIZER["p"].pre_tokenize_str(normalizer.normalize_str(text))]
 
 
-_NORMALIZER: dict[str, object] = {}
+_NORMALIZER: dict[str, Any] = {}
 
 
 def count_words(lines: Iterable[str]) -> Counter[str]:
@@ -62,10 +63,10 @@ def train_wordpiece(word_weights: Mapping[str, float], size: int, *, min_frequen
     order they were learnt.  Merges stop when no pair of pieces occurs ``min_frequency``
     times (weighted)."""
     words = {w: float(c) for w, c in word_weights.items() if w and len(w) <= max_word_chars and c > 0}
-    char_weight: Counter[str] = Counter()
+    char_weight: dict[str, float] = {}
     for word, weight in words.items():
         for char in word:
-            char_weight[char] += weight
+            char_weight[char] = char_weight.get(char, 0.0) + weight
     alphabet = sorted(char_weight, key=lambda c: (-char_weight[c], c))[:limit_alphabet]
     allowed = set(alphabet)
     vocab: list[str] = list(SPECIAL_TOKENS)
