@@ -445,6 +445,7 @@ class Shell:
         self.proc: subprocess.Popen[bytes] | None = None
         self.cwd = cfg["workdir"]
         self.known_maps: dict[tuple[str, str], str] = {}
+        self.good_maps = ""
 
     # -- start / stop
 
@@ -467,6 +468,7 @@ class Shell:
         self.out_eof = False
         os.set_blocking(self.stdout, False)
         self.known_maps = {}
+        self.good_maps = ""
         init = ("readonly HISTSIZE=0 HISTFILESIZE=0 HISTFILE=/dev/null; set +o history; "
                 "enable -n enable")
         exit_code, _, _ = self.command(init, None, Capture(4096), quiet=True)
@@ -525,10 +527,12 @@ class Shell:
             return f"the shell process now runs {name}"
         try:
             with open(f"/proc/{self.pid}/maps") as fh:
-                maps = fh.read().splitlines()
+                text = fh.read()
         except OSError:
             return None
-        for line in maps:
+        if text == self.good_maps:
+            return None  # as checked last time (the common case: nothing to parse)
+        for line in text.splitlines():
             parts = line.split(None, 5)
             if len(parts) < 6 or not parts[5].startswith("/"):
                 continue
@@ -543,6 +547,7 @@ class Shell:
             if str(st.st_ino) != parts[4] or st.st_uid != 0 or st.st_mode & 0o022:
                 return f"a file the agent could write is mapped into the shell: {path}"
             self.known_maps[key] = path
+        self.good_maps = text
         return None
 
     def idle(self) -> bool:
