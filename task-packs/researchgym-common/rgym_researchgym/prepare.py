@@ -38,7 +38,6 @@ from attrs import define, field
 
 from rgym_researchgym.leakage import policy_config, write_policy
 from rgym_researchgym.pins import PINNED_COMMIT, REPOSITORY, TASKS_PATH, TREE_HASHES, known_task
-from rgym_researchgym.source import TaskSourceError, find_task, load_verified
 from rgym_researchgym.taskdir import BlockedUrls, TaskDirectory, split_task
 
 MANIFEST = "manifest.json"
@@ -163,6 +162,8 @@ def _check_entry(root: Path, layout: TaskLayout) -> list[str]:
 
 def _build(layout: TaskLayout, data_dir: Path | None, dest: Path) -> str:
     staging = dest / "_source"
+    from rgym_researchgym.source import load_verified  # tarfile: only when building
+
     source = load_verified(data_dir, layout.task, staging)
     split_task(staging, dest / "workspace", dest / "private",
                private_globs=layout.private_globs, drop_globs=layout.drop_globs)
@@ -199,6 +200,8 @@ def prepare_task(layout: TaskLayout, cache_dir: Path | None, data_dir: Path | No
     ``DatasetError``) when no pinned copy is at hand or the user's copy differs
     from the pin, naming the task and both tree hashes.
     """
+    from rgym_researchgym.source import TaskSourceError, find_task
+
     final = entry_path(layout.task, cache_dir)
     found = None
     if data_dir is not None:
