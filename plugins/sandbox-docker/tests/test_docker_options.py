@@ -81,6 +81,7 @@ def test_owner_states() -> None:
     assert attrs.evolve(dead, start="1").state() == "gone"  # the pid was reused
     assert attrs.evolve(dead, boot="another-boot").state() == "gone"  # rebooted
     assert attrs.evolve(dead, host="elsewhere").state() == "unknown"
+    assert attrs.evolve(dead, pidns="4026531836x").state() == "unknown"  # rgym in a container
     assert lifecycle.Owner.from_labels({"rgym.managed": "1"}) is None
 
 

@@ -2,11 +2,12 @@
 
 Every container rgym starts carries ``rgym.managed=1``, ``rgym.run_id=<run id>``,
 ``rgym.role`` and its **owner**: the host name, the boot id of that host, the pid
-of the rgym process and that process's start time.  A container's owner is *gone*
-when, on the same host and boot, no process has that pid with that start time
-(or the host was rebooted); ``rgym sandbox prune`` removes only containers whose
-owner is gone, so a live episode is never killed by it.  Owners on other hosts
-cannot be checked from here: their containers count as live.
+of the rgym process, that process's start time and its pid namespace.  A
+container's owner is *gone* when, on the same host, boot and pid namespace, no
+process has that pid with that start time (or the host was rebooted); ``rgym
+sandbox prune`` removes only containers whose owner is gone, so a live episode is
+never killed by it.  Owners on other hosts or in other pid namespaces (rgym run
+inside a container) cannot be checked from here: their containers count as live.
 
 Live sandboxes are also tracked in-process so that they are removed at interpreter
 exit and on SIGTERM (turned into ``SystemExit`` so ``finally`` blocks run) as well
@@ -33,6 +34,7 @@ OWNER_HOST_LABEL = "rgym.owner.host"
 OWNER_BOOT_LABEL = "rgym.owner.boot"
 OWNER_PID_LABEL = "rgym.owner.pid"
 OWNER_START_LABEL = "rgym.owner.start"
+OWNER_PIDNS_LABEL = "rgym.owner.pidns"
 
 _live: weakref.WeakSet[Any] = weakref.WeakSet()
 _installed = False
@@ -76,6 +78,14 @@ def env_labels() -> dict[str, str]:
 # -- owners --------------------------------------------------------------------------
 
 
+def pid_namespace() -> str:
+    """This process's pid namespace (its inode): pids mean something only inside it."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
 @functools.cache
 def boot_id() -> str:
     try:
@@ -103,31 +113,37 @@ class Owner:
     boot: str
     pid: int
     start: str
+    pidns: str = ""
 
     @classmethod
     def me(cls) -> Owner:
         pid = os.getpid()
         return cls(host=socket.gethostname(), boot=boot_id(), pid=pid,
-                   start=process_start(pid) or "")
+                   start=process_start(pid) or "", pidns=pid_namespace())
 
     @classmethod
     def from_labels(cls, labels: dict[str, str]) -> Owner | None:
         try:
             return cls(host=labels[OWNER_HOST_LABEL], boot=labels.get(OWNER_BOOT_LABEL, ""),
-                       pid=int(labels[OWNER_PID_LABEL]), start=labels.get(OWNER_START_LABEL, ""))
+                       pid=int(labels[OWNER_PID_LABEL]), start=labels.get(OWNER_START_LABEL, ""),
+                       pidns=labels.get(OWNER_PIDNS_LABEL, ""))
         except (KeyError, ValueError):
             return None
 
     def labels(self) -> dict[str, str]:
         return {OWNER_HOST_LABEL: self.host, OWNER_BOOT_LABEL: self.boot,
-                OWNER_PID_LABEL: str(self.pid), OWNER_START_LABEL: self.start}
+                OWNER_PID_LABEL: str(self.pid), OWNER_START_LABEL: self.start,
+                OWNER_PIDNS_LABEL: self.pidns}
 
     def state(self) -> str:
-        """``alive``, ``gone`` or ``unknown`` (another host: cannot be checked here)."""
+        """``alive``, ``gone`` or ``unknown`` (another host, or another pid namespace
+        on this one: its pid cannot be checked from here)."""
         if self.host != socket.gethostname():
             return "unknown"
         if self.boot and boot_id() and self.boot != boot_id():
             return "gone"  # the machine was rebooted since
+        if self.pidns and pid_namespace() and self.pidns != pid_namespace():
+            return "unknown"
         start = process_start(self.pid)
         if start is None or (self.start and start != self.start):
             return "gone"
