@@ -42,8 +42,9 @@ def check(trace: EpisodeTrace) -> list[Finding]:
                     blocked.append(f"title: {blocked_title}")
         if blocked:
             denied = bool(step.info.get("withheld")) or bool(re.search(
-                r"blocked|withheld|leakage|could not resolve|network is unreachable|"
-                r"failed to connect|temporary failure in name resolution", step.output or "", re.IGNORECASE))
+                r"blocked|withheld|leakage|(could not|unable to) resolve|network is unreachable|"
+                r"name or service not known|connection refused|failed to connect|"
+                r"temporary failure in name resolution", step.output or "", re.IGNORECASE))
             findings.append(Finding(
                 kind=Kind.BLOCKED_SOURCE, severity=Severity.ERROR, steps=[step.index],
                 message=(f"step {step.index} ({step.tool}) tried to reach a source the task withholds: "
