@@ -106,9 +106,9 @@ def test_five_researchgym_packs_scored_end_to_end(runs: Path) -> None:
 
     # the baseline agent reproduces each baseline: it completes its sub-task, improves nothing
     for task in TASKS:
-        base = rates[(task, "baseline")]
+        base = rates[(task, "baseline-tag")]
         assert base["completion_rate"] > 0 and base["improvement_rate"] == 0.0, task
-    cl = rates[("researchgym/continual-learning", "baseline")]
+    cl = rates[("researchgym/continual-learning", "baseline-tag")]
     assert cl["completion_rate"] == 1.0  # the cpu profile's own sub-task, not the real-data ones
     assert cl["subtask_best"] == {"synthetic-cifar-n3": pytest.approx(54.7222)}
     assert cl["normalized_at_k"] == pytest.approx(54.7222 / 93.3333, abs=1e-4)
@@ -125,7 +125,7 @@ def test_five_researchgym_packs_scored_end_to_end(runs: Path) -> None:
     assert imp["tasks"] == 5 and imp["tasks_run"] == 3
     assert imp["improvement_rate"] == 1.0
     assert imp["normalized_at_k"] is not None and 0 < imp["normalized_at_k"] <= 1.0
-    assert summary["baseline"]["improvement_rate"] == 0.0
+    assert summary["baseline-tag"]["improvement_rate"] == 0.0
 
     table = rgym_score(str(runs), "--solver-key", "tag:solver")
     assert table.returncode == 0, table.stderr
@@ -133,4 +133,4 @@ def test_five_researchgym_packs_scored_end_to_end(runs: Path) -> None:
         assert title in table.stdout
     csv = rgym_score(str(runs), "--solver-key", "tag:solver", "--format", "csv").stdout
     assert "rates_summary,,improver,improvement_rate,1.0" in csv
-    assert "subtask_rates,researchgym/continual-learning/synthetic-cifar-n3,baseline," in csv
+    assert "subtask_rates,researchgym/continual-learning/synthetic-cifar-n3,baseline-tag," in csv
