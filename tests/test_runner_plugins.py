@@ -200,7 +200,7 @@ def test_observers_through_pluggy_subset_arguments_wrapper_and_isolation(pack, t
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _only_run(runs)
     assert run.result().status == "submitted"
-    assert run.result().extras == {"observer": {"steps": 2}}
+    assert run.result().extras["observer"] == {"steps": 2}  # (other installed plugins add theirs)
     log = pack["log"].read_text().splitlines()
     # the observer that names only `step` ran at every step, inside the wrapper
     assert log == ["start runnertest/gated profile=quick",
