@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--no-pool", action="store_true",
                         help="(a) without the reference run of P rgym run commands at a time")
     parser.add_argument("--workers", default="2,4,8")
-    parser.add_argument("--latency", type=float, default=4.0)
+    parser.add_argument("--latency", type=float, default=10.0)
     parser.add_argument("--ray-episodes", type=int, default=8)
     parser.add_argument("--parts", default="a,b,c")
     parser.add_argument("--root", type=Path, default=None)
