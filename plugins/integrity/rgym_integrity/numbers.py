@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import re
@@ -107,6 +108,11 @@ def _words(name: str) -> list[str]:
 def is_metric_name(name: str, metrics: Iterable[str] = ()) -> bool:
     """Whether ``name`` names a metric (and not a setting): it contains a metric word
     or one of the task's ``metrics``, and no setting word."""
+    return _is_metric_name(name, tuple(metrics))
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_metric_name(name: str, metrics: tuple[str, ...]) -> bool:
     low = name.lower().strip("\"' ")
     words = _words(low)
     if not words or any(w in SETTING_WORDS for w in words):

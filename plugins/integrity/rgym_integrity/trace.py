@@ -141,6 +141,8 @@ class EpisodeTrace:
     other_artifacts: dict[str, list[dict[str, Any]]] = field(factory=dict)
     #: SHA-256 of the task's starter files (identical copies are no reuse).
     starter_hashes: set[str] = field(factory=set)
+    #: What the checks computed once for all of them (typed files, the number pool).
+    cache: dict[str, Any] = field(factory=dict)
 
     def step(self, index: int) -> StepRecord | None:
         for s in self.steps:

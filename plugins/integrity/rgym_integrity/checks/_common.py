@@ -101,13 +101,22 @@ def typed_files(trace: EpisodeTrace) -> list[TypedFile]:
     """Final files whose content was typed: by an editor tool, echo/printf/a
     here-document, a copy of typed text, or a program that only printed values
     typed into its own code."""
+    cached = trace.cache.get("typed_files")
+    if cached is not None:
+        return list(cached)
     out: list[TypedFile] = []
     metrics = trace.policy.metric_names
+    last: dict[str, FileEvent] = {}
+    for event in trace.events:
+        last[event.path] = event
     for path in trace.final_paths():
         if not (is_text_like(path) or is_code(path)):
             continue
-        event = trace.last_event(path)
+        event = last.get(path)
         if event is None or event.change == "deleted":
+            continue
+        if event.writer != Writer.HAND and (event.writer != Writer.PROCESS or is_code(path)
+                                            or not trace.policy.is_result_file(path)):
             continue
         text = final_text(trace, path)
         if text is None:
@@ -125,6 +134,7 @@ def typed_files(trace: EpisodeTrace) -> list[TypedFile]:
             if typed and all(s.value in typed for s in statements):
                 out.append(TypedFile(path, event, statements,
                                      f"{event.how}, printing only values typed into its code"))
+    trace.cache["typed_files"] = list(out)
     return out
 
 
@@ -141,7 +151,11 @@ class Pool:
 
 
 def computed_pool(trace: EpisodeTrace) -> Pool:
+    cached = trace.cache.get("pool")
+    if cached is not None:
+        return cached
     pool = Pool()
+    trace.cache["pool"] = pool
     for n in numbers_in(trace.policy.given_text):
         pool.entries.append((0, n.value))
     for step in trace.steps:
