@@ -210,10 +210,7 @@ class SweepFolder:
         return every
 
     def _mismatch(self, old: SweepSpec, new: SweepSpec) -> str:
-        from rgym_core.sweep.matrix import NEUTRAL_FIELDS
-
-        a = {k: v for k, v in old.to_data()["run"].items() if k not in NEUTRAL_FIELDS}
-        b = {k: v for k, v in new.to_data()["run"].items() if k not in NEUTRAL_FIELDS}
+        a, b = old.effective_run(), new.effective_run()
         diffs = [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
         return (f"{self.path}: its runs were made with other options ({'; '.join(diffs)}); give the "
                 "same options to continue this sweep, or choose another --sweep-dir")

@@ -178,15 +178,23 @@ class SweepSpec:
                    exclude=_strings(data.get("exclude"), f"{where}: exclude"),
                    run=run, name=data.get("name"))
 
+    def effective_run(self) -> dict[str, Any]:
+        """The shared options that change what an episode does: without the neutral
+        ones and without those set to ``rgym run``'s own defaults (``--sandbox local``
+        given or not is the same sweep)."""
+        defaults = run_option_defaults()
+        return {k: v for k, v in _plain(self.run).items()
+                if k not in NEUTRAL_FIELDS and (k not in defaults or _plain(defaults[k]) != v)}
+
     def fingerprint(self) -> str:
         """A short hash of what the episodes do (shared options, not the axes): two
         sweeps into one folder must agree on it."""
-        return _hash({k: v for k, v in _plain(self.run).items() if k not in NEUTRAL_FIELDS})
+        return _hash(self.effective_run())
 
     def identity(self) -> str:
         """A short hash of the whole matrix and options: the default folder name."""
         data = self.to_data()
-        data["run"] = {k: v for k, v in data["run"].items() if k not in NEUTRAL_FIELDS}
+        data["run"] = self.effective_run()
         return _hash(data)
 
 
@@ -214,6 +222,17 @@ def run_option_names() -> dict[str, Any]:
     from rgym_core.runner import RunConfig
 
     return {a.name: a for a in attrs.fields(RunConfig) if a.name not in CELL_FIELDS}
+
+
+def run_option_defaults() -> dict[str, Any]:
+    """``RunConfig``'s default of each shared option."""
+    out: dict[str, Any] = {}
+    for name, attribute in run_option_names().items():
+        default = attribute.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            default = default.factory()
+        out[name] = default
+    return out
 
 
 def check_run_options(run: Mapping[str, Any], *, where: str) -> None:
