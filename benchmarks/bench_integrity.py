@@ -89,10 +89,10 @@ def episodes(pairs: int, probe: str) -> None:
 
 
 def snapshots(sizes: list[int], repeats: int) -> None:
+    from rgym_integrity.workspace import HostProbe, WorkspaceProbe
+
     from rgym_core.registry import load_registry
     from rgym_core.sandbox import SandboxConfig, WorkspaceLayout
-
-    from rgym_integrity.workspace import HostProbe, WorkspaceProbe
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

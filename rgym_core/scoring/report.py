@@ -173,12 +173,12 @@ def tables(report: ScoreReport) -> list[Table]:
                                   "lists the findings") if left_out else
                                  ("scored like any other run; --exclude-flagged leaves them out; "
                                   "`rgym show RUN_DIR` lists the findings"))
-        for run in report.flagged:
-            label = escape(run.path) + f"\n  [dim]{escape(run.task)} / {escape(run.solver)}[/dim]"
-            for message in run.findings[:2]:
+        for flag in report.flagged:
+            label = escape(flag.path) + f"\n  [dim]{escape(flag.task)} / {escape(flag.solver)}[/dim]"
+            for message in flag.findings[:2]:
                 label += f"\n  [dim]- {escape(message[:150])}[/dim]"
-            flagged.add_row(label, escape(", ".join(k.replace("_", " ") for k in run.kinds)),
-                            "no" if run.excluded else "yes")
+            flagged.add_row(label, escape(", ".join(k.replace("_", " ") for k in flag.kinds)),
+                            "no" if flag.excluded else "yes")
         out.append(flagged)
     if report.pending:
         pending = _table("Runs without a result", "run directory", ("state", "steps"),

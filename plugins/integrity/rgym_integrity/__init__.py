@@ -35,5 +35,12 @@ __all__ = ["Finding", "IntegrityReport", "Kind", "Severity", "__version__", "ana
 
 if TYPE_CHECKING:
     from rgym_integrity.analyze import analyze_run_dir
-    from rgym_integrity.findings import Finding, IntegrityReport, Kind, Severity, read_report, write_report
+    from rgym_integrity.findings import (
+        Finding,
+        IntegrityReport,
+        Kind,
+        Severity,
+        read_report,
+        write_report,
+    )
     from rgym_integrity.render import finding_lines

@@ -109,11 +109,11 @@ def analyze_run_dir(run_dir: Path | str, *, registry: Any = None, keep_audit: bo
     except RunDirError as exc:
         raise AnalysisError(str(exc)) from None
     for step in steps:
-        record = StepRecord.from_step(step)
-        trace.steps.append(record)
-        record_outside_writes(record, trace)
+        step_record = StepRecord.from_step(step)
+        trace.steps.append(step_record)
+        record_outside_writes(step_record, trace)
         if not recorded:
-            trace.events.extend(events_from_commands(record, trace))
+            trace.events.extend(events_from_commands(step_record, trace))
     if recorded and previous is not None:
         trace.events = [FileEvent.from_dict(e) for e in previous.files]
         for path, item in previous.protected.items():

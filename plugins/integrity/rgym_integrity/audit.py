@@ -61,7 +61,6 @@ class AuditContext:
 def load_context(run_dir: Path, report: IntegrityReport) -> AuditContext:
     """Read the run's result, trajectory and final workspace for the auditor."""
     from rgym_core.rundir import RunDir, RunDirError
-
     from rgym_integrity.workspace import read_archive
 
     run = RunDir(run_dir)
@@ -209,9 +208,12 @@ def _verdict(args: dict[str, Any]) -> dict[str, Any]:
     verdict = str(args.get("verdict") or "").strip().upper().replace(" ", "_")
     if verdict not in VERDICTS:
         verdict = "NEEDS_REVIEW"
+    confidence: float | None
     try:
-        confidence = min(1.0, max(0.0, float(args.get("confidence"))))
+        confidence = min(1.0, max(0.0, float(args.get("confidence") or "nan")))
     except (TypeError, ValueError):
+        confidence = None
+    if confidence is not None and confidence != confidence:  # NaN: not given
         confidence = None
     violations = args.get("violations") or []
     if isinstance(violations, str):

@@ -49,7 +49,6 @@ def audit(ctx: click.Context, run_dirs: tuple[Path, ...], model: str | None, bas
     integrity.json (and result.json).
     """
     from rgym_core.rundir import RunDirError, iter_run_dirs
-
     from rgym_integrity.analyze import AnalysisError, analyze_run_dir
     from rgym_integrity.findings import ReportError, read_report, write_report
 
@@ -83,7 +82,8 @@ def audit(ctx: click.Context, run_dirs: tuple[Path, ...], model: str | None, bas
             click.echo(f"error: {run_dir}: {exc}", err=True)
             outcome = EXIT_USAGE
             continue
-        if client is not None and (force or not report.audit or report.audit.get("model") != model):
+        if client is not None and model is not None and \
+                (force or not report.audit or report.audit.get("model") != model):
             from rgym_integrity.audit import AuditBudget, audit_run
 
             if not as_json:
@@ -132,7 +132,6 @@ def _client(ctx: click.Context, model: str, base_url: str | None, cost_limit: fl
 def _update_result(run_dir: Path, report: Any) -> None:
     """Keep result.json's summary in step with integrity.json."""
     from rgym_core.rundir import RunDir, RunDirError, write_result
-
     from rgym_integrity.findings import EXTRAS_KEY
 
     run = RunDir(run_dir)

@@ -44,7 +44,7 @@ class Kind(enum.StrEnum):
     REUSE = "reuse"
 
     @property
-    def title(self) -> str:
+    def label(self) -> str:
         """The kind as people say it: "numbers before computation"."""
         return _TITLES[self]
 
@@ -101,7 +101,7 @@ class Finding:
     evidence: dict[str, Any] = field(factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind.value, "title": self.kind.title, "severity": self.severity.value,
+        return {"kind": self.kind.value, "title": self.kind.label, "severity": self.severity.value,
                 "message": self.message, "steps": list(self.steps), "evidence": dict(self.evidence)}
 
     @classmethod
@@ -113,7 +113,7 @@ class Finding:
     def line(self) -> str:
         """One line for people: ``error  provenance  step 3: results.txt was written by echo``."""
         where = _steps_text(self.steps)
-        return f"{self.severity.value:<7} {self.kind.title}{f' ({where})' if where else ''}: {self.message}"
+        return f"{self.severity.value:<7} {self.kind.label}{f' ({where})' if where else ''}: {self.message}"
 
 
 def _steps_text(steps: Iterable[int]) -> str:

@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
-from attrs import define, field
+from attrs import define
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?(?![\w.]*[A-Za-z_])")
 _NUM_TEXT = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"

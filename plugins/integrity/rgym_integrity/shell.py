@@ -342,15 +342,15 @@ def _writes_of(cmd: SimpleCommand) -> list[Write]:
                 path = f"{dest.rstrip('/')}/{_basename(src)}" if dest.endswith("/") or len(pos) > 2 else dest
                 writes.append(Write(path=path, how=WriteHow.COPY, tool=name, sources=[src]))
     elif name == "dd":
-        src = next((a[3:] for a in args if a.startswith("if=")), None)
-        dest = next((a[3:] for a in args if a.startswith("of=")), None)
-        if dest:
-            writes.append(Write(path=dest, how=WriteHow.COPY, tool=name, sources=[src] if src else []))
+        source = next((a[3:] for a in args if a.startswith("if=")), None)
+        output = next((a[3:] for a in args if a.startswith("of=")), None)
+        if output:
+            writes.append(Write(path=output, how=WriteHow.COPY, tool=name, sources=[source] if source else []))
     elif name in ("curl", "wget", "aria2c"):
-        dest = _options_value(args, ("-o", "--output", "-O" if name == "wget" else "--output-document",
-                                     "--output-document"))
-        if dest and dest != "-":
-            writes.append(Write(path=dest, how=WriteHow.COPY, tool=name,
+        saved = _options_value(args, ("-o", "--output", "-O" if name == "wget" else "--output-document",
+                                      "--output-document"))
+        if saved and saved != "-":
+            writes.append(Write(path=saved, how=WriteHow.COPY, tool=name,
                                 sources=[u for u in args if "://" in u]))
     elif name in ("sed", "perl") and any(a == "-i" or a.startswith("-i") or a.startswith("-pi")
                                           or a == "--in-place" for a in args):

@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from rgym_llm.testing import FakeLLMServer, Reply
-
 from rgym_integrity.audit import AuditBudget, audit_run
 from rgym_integrity.findings import read_report
+from rgym_llm.testing import FakeLLMServer, Reply
 
 SCRIPT = [
     {"tool": "bash", "args": {"command": "python baseline.py"}},

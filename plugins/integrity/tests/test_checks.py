@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rgym_core.specs import Baseline, IntegritySpec, Metric, TaskSpec
-
 from rgym_integrity.checks import run_checks
 from rgym_integrity.findings import Kind, Severity
 from rgym_integrity.policy import resolve_policy
 from rgym_integrity.trace import EpisodeTrace, FileEvent, StepRecord, Writer, attribute
+
+from rgym_core.specs import Baseline, IntegritySpec, Metric, TaskSpec
 
 
 def task(**changes: Any) -> TaskSpec:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from rgym_integrity.numbers import matches, numbers_in, statements_in
 from rgym_integrity.shell import WriteHow, parse_command, urls_in
 

@@ -30,7 +30,15 @@ Check = Callable[[EpisodeTrace], list[Finding]]
 
 def all_checks() -> dict[str, Check]:
     """The checks by name, in the order they run."""
-    from rgym_integrity.checks import computation, protected, provenance, reuse, scores, sources, testdata
+    from rgym_integrity.checks import (
+        computation,
+        protected,
+        provenance,
+        reuse,
+        scores,
+        sources,
+        testdata,
+    )
 
     return {
         "protected_files": protected.check,

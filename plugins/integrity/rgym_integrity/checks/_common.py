@@ -106,15 +106,14 @@ def typed_files(trace: EpisodeTrace) -> list[TypedFile]:
         return list(cached)
     out: list[TypedFile] = []
     metrics = trace.policy.metric_names
-    last: dict[str, FileEvent] = {}
-    for event in trace.events:
-        last[event.path] = event
+    last: dict[str, FileEvent] = {e.path: e for e in trace.events}
     for path in trace.final_paths():
         if not (is_text_like(path) or is_code(path)):
             continue
-        event = last.get(path)
-        if event is None or event.change == "deleted":
+        found = last.get(path)
+        if found is None or found.change == "deleted":
             continue
+        event = found
         if event.writer != Writer.HAND and (event.writer != Writer.PROCESS or is_code(path)
                                             or not trace.policy.is_result_file(path)):
             continue
