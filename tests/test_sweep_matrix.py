@@ -84,6 +84,9 @@ def test_cell_config_and_fingerprint(tmp_path: Path) -> None:
     other = SweepSpec(tasks=["rgym/demo"], seeds=[4], run={"max_steps": 3, "data_dir": "/elsewhere"})
     assert spec.fingerprint() == other.fingerprint()  # where the data lives changes no episode
     assert spec.fingerprint() != SweepSpec(tasks=["rgym/demo"], run={"max_steps": 4}).fingerprint()
+    # an option given at rgym run's default is the same sweep as one not given
+    explicit = SweepSpec(tasks=["rgym/demo"], run={"sandbox": "local", "tools": [], "agent_isolation": "none"})
+    assert explicit.identity() == SweepSpec(tasks=["rgym/demo"]).identity()
 
 
 def _write_run(path: Path, result: dict | None, owner_pid: int) -> None:
