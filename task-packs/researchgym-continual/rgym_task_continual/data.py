@@ -102,7 +102,8 @@ class _CifarUnpickler(pickle.Unpickler):
     """CIFAR's pickles hold dicts, lists, bytes and numpy arrays: nothing else loads."""
 
     ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-               ("numpy", "ndarray"), ("numpy", "dtype")}
+               ("numpy", "ndarray"), ("numpy", "dtype"),
+               ("_codecs", "encode")}  # how pickle protocol 2 spells bytes
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) not in self.ALLOWED:

@@ -289,3 +289,44 @@ def test_edited_task_directory_is_refused_with_both_hashes(tmp_path: Path) -> No
     assert "trainer.py" in output
     assert not list(runs.rglob("result.json"))  # refused before any episode started
     shutil.rmtree(data)
+
+
+def test_real_cifar100_archive_is_read_without_unpickling_code(tmp_path: Path) -> None:
+    """The researchgym profile's data: CIFAR-100's python archive, converted to arrays with
+    the test split on the grader's side; a pickle that calls anything is refused."""
+    np = pytest.importorskip("numpy")
+    import io
+    import pickle
+
+    from rgym_task_continual import data
+
+    rng = np.random.RandomState(0)
+    folder = tmp_path / "src"
+    for split, per in (("train", 12), ("test", 3)):
+        labels = np.repeat(np.arange(100), per)
+        data.write_cifar(folder / split, rng.randint(0, 256, (len(labels), 32, 32, 3), dtype=np.uint8),
+                         labels, 100)
+    archive = tmp_path / "in" / data.CIFAR_ARCHIVE
+    archive.parent.mkdir()
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(folder / "train" / "cifar-100-python" / "train", "cifar-100-python/train")
+        tar.add(folder / "test" / "cifar-100-python" / "train", "cifar-100-python/test")
+        tar.add(folder / "train" / "cifar-100-python" / "meta", "cifar-100-python/meta")
+    dest = tmp_path / "out"
+    (dest / "public").mkdir(parents=True)
+    (dest / "private").mkdir()
+    data.build_cifar100("researchgym/cl-cifar100", archive.parent, dest)
+    meta = json.loads((dest / "public" / "meta.json").read_text())
+    assert meta["counts"] == {"train": 1200, "dev": 1000, "test": 300}
+    assert meta["protocol"]["input_size"] == 224 and meta["protocol"]["seeds"] == [1992, 1993, 1994]
+    assert np.load(dest / "public" / "train_x.npy").shape == (1200, 32, 32, 3)
+    assert np.load(dest / "private" / "test_y.npy").tolist() == np.repeat(np.arange(100), 3).tolist()
+    assert not (dest / "public" / "test_y.npy").exists()
+
+    class Evil:
+        def __reduce__(self):  # noqa: ANN204
+            return (os.system, ("echo pwned > /dev/null",))
+    with pytest.raises(pickle.UnpicklingError, match="refusing"):
+        data._load_batch(pickle.dumps({b"data": Evil(), b"fine_labels": [0]}))
+    assert data._load_batch(io.BytesIO(pickle.dumps(
+        {b"data": np.zeros((1, 3072), dtype=np.uint8), b"fine_labels": [5]})).getvalue())[1].tolist() == [5]

@@ -25,7 +25,6 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 
 from rgym_cl_protocol import LearnerError, Protocol, run_seed, summary  # noqa: E402
-from rgym_confined import write_result as write  # noqa: E402
 
 ENTRY = "rgym_method.py"
 #: rgym grades a method's code, not weights trained elsewhere: the submitted files
@@ -34,6 +33,16 @@ MAX_SUBMISSION_MB = 8
 #: The sub-task each protocol dataset stands for (task.yaml's sub-tasks).
 SUBTASKS = {"researchgym/cl-cifar100": "cifar100-n10",
             "researchgym/cl-synthetic-cifar": "synthetic-cifar-n3"}
+
+
+def write(payload: dict[str, Any]) -> None:
+    """The grader's result, through the grader kit (which stops every worker first)."""
+    import rgym_grader_kit as kit
+
+    if "error" in payload:
+        kit.write_error(str(payload["error"]), missing_submission=bool(payload.get("missing_submission")))
+    else:
+        kit.write_scores(payload["scores"], details=payload.get("details"), subtasks=payload.get("subtasks"))
 
 
 def learner_worker(profile: str, wall_s: float, memory_mb: int) -> Any:

@@ -22,7 +22,6 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from rgym_confined import write_result as write  # noqa: E402
 from rgym_rl_protocol import AgentError, Protocol, dumps, run_seed, summary  # noqa: E402
 
 ENTRY = "rgym_agent.py"
@@ -31,6 +30,16 @@ ENTRY = "rgym_agent.py"
 MAX_SUBMISSION_MB = 4
 #: The sub-task each environment stands for (task.yaml's sub-tasks).
 SUBTASKS = {("cpu", "Hopper-v5"): "hopper-1k", ("researchgym", "Hopper-v5"): "hopper"}
+
+
+def write(payload: dict[str, Any]) -> None:
+    """The grader's result, through the grader kit (which stops every worker first)."""
+    import rgym_grader_kit as kit
+
+    if "error" in payload:
+        kit.write_error(str(payload["error"]), missing_submission=bool(payload.get("missing_submission")))
+    else:
+        kit.write_scores(payload["scores"], details=payload.get("details"), subtasks=payload.get("subtasks"))
 
 
 def agent_worker(wall_s: float, memory_mb: int) -> Any:
