@@ -33,6 +33,7 @@ from rgym_integrity.findings import (
     write_report,
 )
 from rgym_integrity.policy import IntegrityPolicy, any_match, is_code, is_text_like, resolve_policy
+from rgym_integrity.shell import looks_only
 from rgym_integrity.trace import (
     READ_ONLY_TOOLS,
     EpisodeTrace,
@@ -142,7 +143,8 @@ class EpisodeMonitor:
         if self.listing is None or self.probe is None:
             trace.events.extend(events_from_commands(record, trace))
             return
-        if record.tool in READ_ONLY_TOOLS or record.tool in QUIET_TOOLS:
+        if record.tool in READ_ONLY_TOOLS or record.tool in QUIET_TOOLS or \
+                (record.command is not None and looks_only(record.command)):
             if record.tool == "validate":
                 self._hash_protected(record.index, "validation")
             return

@@ -416,6 +416,36 @@ def _runs_of(cmd: SimpleCommand) -> ProgramRun | None:
     return None
 
 
+#: Commands that cannot change a file (without a redirection): after a step made only of
+#: these, the monitor takes no listing (what background programs wrote is seen at the next one).
+LOOK_ONLY = frozenset({"cat", "ls", "head", "tail", "grep", "egrep", "fgrep", "rg", "wc", "pwd", "echo",
+                       "printf", "sleep", "nvidia-smi", "du", "df", "stat", "file", "which", "type",
+                       "whoami", "id", "date", "uptime", "free", "ps", "less", "more", "tree", "diff",
+                       "cmp", "md5sum", "sha256sum", "sha1sum", "jq", "sort", "uniq", "cut", "tr", "cd",
+                       "true", ":", "test", "[", "basename", "dirname", "realpath", "readlink", "seq",
+                       "nproc", "hostname", "uname", "column", "nl", "tac", "od", "hexdump", "strings",
+                       "find", "lscpu", "env", "printenv", "history", "clear"})
+_FIND_WRITERS = {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
+
+
+def looks_only(info: CommandInfo) -> bool:
+    """True when every command of ``info`` only looks (``ls``, ``cat x``, ``tail log``,
+    ``sleep 5``, ``find`` without ``-exec``/``-delete``) and nothing is redirected into a file."""
+    if not info.parsed or not info.commands or "$(" in info.text or "`" in info.text or "<(" in info.text \
+            or ">(" in info.text:
+        return False
+    for cmd in info.commands:
+        if cmd.name not in LOOK_ONLY or cmd.heredoc is not None:
+            return False
+        if any(not op.startswith("<") and target != "/dev/null" for op, target in cmd.redirects):
+            return False
+        if cmd.name == "find" and any(a in _FIND_WRITERS for a in cmd.args):
+            return False
+        if cmd.name in ("sort",) and any(a == "-o" or a.startswith("--output") for a in cmd.args):
+            return False
+    return True
+
+
 def urls_in(text: str) -> list[str]:
     """URLs in ``text`` (``scheme://...``, ``git@host:path`` and bare ``host.org/path``)."""
     found = [m.group(0).rstrip(".,'\"") for m in _URL.finditer(text)]
@@ -466,5 +496,5 @@ def path_words(info: CommandInfo) -> list[str]:
     return out
 
 
-__all__ = ["COPIERS", "INTERPRETERS", "LITERAL_WRITERS", "CommandInfo", "ProgramRun", "SimpleCommand",
-           "Write", "WriteHow", "parse_command", "path_words", "split_heredocs", "urls_in"]
+__all__ = ["COPIERS", "INTERPRETERS", "LITERAL_WRITERS", "LOOK_ONLY", "CommandInfo", "ProgramRun", "SimpleCommand",
+           "Write", "WriteHow", "looks_only", "parse_command", "path_words", "split_heredocs", "urls_in"]

@@ -80,3 +80,15 @@ def test_matching_rounding_cutting_and_percent():
     assert matches(plain, [0.88]) == 0.88
     assert [n.text for n in numbers_in("r2=0.974512, rmse=1.43402 epoch 3/10 loss=1e-3 v2.1 x1")] == \
         ["0.974512", "1.43402", "3", "10", "1e-3"]
+
+
+@pytest.mark.parametrize(("command", "only_looks"), [
+    ("ls -la && cat a | head -3", True), ("sleep 1; tail -n 2 train.log 2>/dev/null", True),
+    ("find . -name '*.csv'", True), ("find . -name x -delete", False), ("echo x > f", False),
+    ("ls 2> err.txt", False), ("echo $(python t.py)", False), ("echo `make`", False),
+    ("python a.py", False), ("for i in 1 2; do sleep 1; done", False), ("cat <<EOF\nx\nEOF", False),
+])
+def test_commands_that_only_look(command, only_looks):
+    from rgym_integrity.shell import looks_only
+
+    assert looks_only(parse_command(command)) is only_looks
