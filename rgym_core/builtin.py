@@ -98,6 +98,8 @@ CORE_COMMANDS = [
      "Grade run directories that were interrupted: ungraded or killed runs."),
     ("sweep", "rgym_core.sweep.cli:sweep",
      "Run a matrix of tasks x agents x models x seeds in parallel, resume it, and score it."),
+    ("runs", "rgym_core.runs_cli:runs",
+     "List past runs (newest first) with their status, score, cost and duration."),
 ]
 
 
