@@ -285,7 +285,7 @@ def test_edited_task_directory_is_refused_with_both_hashes(tmp_path: Path) -> No
     assert proc.returncode != 0, output
     pinned = "625b764c95fed67d6d1a877c2e86b78675d68415"
     assert pinned in output, output
-    assert re.search(r"\b(?!%s)[0-9a-f]{40}\b" % pinned, output), output  # the edited copy's tree
+    assert re.search(rf"\b(?!{pinned})[0-9a-f]{{40}}\b", output), output  # the edited copy's tree
     assert "trainer.py" in output
     assert not list(runs.rglob("result.json"))  # refused before any episode started
     shutil.rmtree(data)

@@ -180,6 +180,6 @@ def test_edited_task_directory_is_refused_with_both_hashes(tmp_path: Path) -> No
     output = proc.stdout + proc.stderr
     pinned = "a82f5a2d3dec1657237748d7e5619bb07c0d9322"
     assert proc.returncode != 0 and pinned in output, output
-    assert re.search(r"\b(?!%s)[0-9a-f]{40}\b" % pinned, output), output
+    assert re.search(rf"\b(?!{pinned})[0-9a-f]{{40}}\b", output), output
     assert "grading/grade.py" in output
     assert not list(runs.rglob("result.json"))

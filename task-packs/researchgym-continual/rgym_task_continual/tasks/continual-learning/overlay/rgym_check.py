@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from rgym_cl_protocol import LearnerError, Protocol, run_seed, summary
 
 HERE = Path(__file__).resolve().parent
@@ -47,7 +46,7 @@ def main() -> int:
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert proc.stdin is not None and proc.stdout is not None
 
-        def exchange(message: bytes, timeout: float) -> dict:
+        def exchange(message: bytes, timeout: float, proc: subprocess.Popen = proc) -> dict:
             proc.stdin.write(message)
             proc.stdin.flush()
             line = proc.stdout.readline()

@@ -21,8 +21,9 @@ import io
 import json
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 class LearnerError(Exception):
@@ -79,7 +80,7 @@ class Protocol:
     batch_size: int = 128
 
     @classmethod
-    def from_meta(cls, meta: dict[str, Any]) -> "Protocol":
+    def from_meta(cls, meta: dict[str, Any]) -> Protocol:
         p = meta["protocol"]
         return cls(n_classes=int(p["n_classes"]), init_cls=int(p["init_cls"]),
                    increment=int(p["increment"]), seeds=[int(s) for s in p["seeds"]],

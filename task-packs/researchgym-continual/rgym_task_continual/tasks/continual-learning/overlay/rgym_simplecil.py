@@ -15,12 +15,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
-from torch.utils.data import DataLoader
-
 from backbone.linears import CosineLinear
 from backbone.resnet import resnet18
 from models.base import BaseLearner
+from torch import nn
+from torch.utils.data import DataLoader
 
 num_workers = 0
 batch_size = 128

@@ -40,7 +40,7 @@ def main() -> int:
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert proc.stdin is not None and proc.stdout is not None
 
-        def exchange(message: dict, timeout: float) -> dict:
+        def exchange(message: dict, timeout: float, proc: subprocess.Popen = proc) -> dict:
             proc.stdin.write(dumps(message))
             proc.stdin.flush()
             line = proc.stdout.readline()

@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 class AgentError(Exception):
@@ -35,7 +36,7 @@ class Protocol:
     max_episode_steps: int = 1000
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Protocol":
+    def from_dict(cls, data: dict[str, Any]) -> Protocol:
         return cls(**{k: data[k] for k in ("env_id", "train_steps", "eval_episodes", "seeds",
                                              "max_episode_steps") if k in data})
 
