@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from rgym_core.testing import run_cli
 
 TASK = "researchgym/materials-tokenization"
 PACK = Path(__file__).resolve().parents[1]
@@ -22,7 +22,6 @@ DATA = Path(os.environ.get("RGYM_TEST_DATA_DIR", PACK.parents[1] / ".." / "share
 TASK_YAML = PACK / "rgym_task_materials" / "tasks" / "materials-tokenization" / "task.yaml"
 pytestmark = pytest.mark.skipif(not any(DATA.glob("*.tar.gz")),
                                 reason=f"no ResearchGym archive in {DATA} (set RGYM_TEST_DATA_DIR)")
-RGYM = [sys.executable, "-c", "from rgym_core.cli import main; main()"]
 
 
 def recorded() -> dict[str, float]:
@@ -31,9 +30,8 @@ def recorded() -> dict[str, float]:
 
 def rgym_run(tmp_path: Path, *args: str) -> dict:
     runs = tmp_path / "runs"
-    proc = subprocess.run([*RGYM, "run", TASK, "--profile", "cpu", "--runs-dir", str(runs),
-                           "--data-dir", str(DATA), *args],
-                          capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    proc = run_cli("run", TASK, "--profile", "cpu", "--runs-dir", str(runs), "--data-dir", str(DATA),
+                   *args, timeout=900, cwd=tmp_path)
     results = list(runs.rglob("result.json"))
     assert results, f"no result (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return json.loads(results[0].read_text())

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from rgym_core.testing import run_cli
 
 TASK = "researchgym/time-series-explanation"
 DATA = Path(os.environ.get("RGYM_TEST_DATA_DIR",
@@ -21,14 +22,12 @@ TASK_YAML = Path(__file__).resolve().parents[1] / "rgym_task_timeseries" / "task
     "time-series-explanation" / "task.yaml"
 pytestmark = pytest.mark.skipif(not any(DATA.glob("*.tar.gz")),
                                 reason=f"no ResearchGym archive in {DATA} (set RGYM_TEST_DATA_DIR)")
-RGYM = [sys.executable, "-c", "from rgym_core.cli import main; main()"]
 
 
 def rgym_run(tmp_path: Path, *args: str, data_dir: Path = DATA) -> dict:
     runs = tmp_path / "runs"
-    proc = subprocess.run([*RGYM, "run", TASK, "--profile", "cpu", "--runs-dir", str(runs),
-                           "--data-dir", str(data_dir), *args],
-                          capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    proc = run_cli("run", TASK, "--profile", "cpu", "--runs-dir", str(runs), "--data-dir", str(data_dir),
+                   *args, timeout=900, cwd=tmp_path)
     results = list(runs.rglob("result.json"))
     assert results, f"no result (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return json.loads(results[0].read_text())
