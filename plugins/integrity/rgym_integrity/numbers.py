@@ -43,7 +43,14 @@ SETTING_WORDS = frozenset({
     "columns", "features", "classes", "tokens", "length", "len", "vocab", "random", "state",
     "random_state", "fold", "folds", "split", "ratio", "fraction", "percent", "percentile", "quantile",
     "baseline", "reference", "sota", "previous", "paper", "reported",
+    # relations: a change or a comparison is no measured value
+    "improved", "improvement", "improves", "increase", "increased", "decrease", "decreased", "gain",
+    "gained", "delta", "difference", "drop", "dropped", "by", "than", "over", "from", "vs", "versus",
+    "relative", "lift", "change", "changed", "margin",
 })
+#: Words that make a stated value an aggregate the agent may have worked out itself.
+AGGREGATE_WORDS = frozenset({"mean", "average", "avg", "median", "std", "stdev", "overall", "aggregate",
+                             "averaged", "total", "sum"})
 _SEP = r"(?:\s*(?:=|:|->|→|≈|~)\s*|\s+(?:is|was|of|=|reached|reaches|achieved|achieves|achieving|"\
        r"got|gets|at|to)\s+(?:about\s+|around\s+|approximately\s+|~\s*)?|\s+)"
 _NAME = r"([A-Za-z][A-Za-z0-9_@^\-/.]*(?:[ _-][A-Za-z][A-Za-z0-9_@^\-/.]*){0,3})"
@@ -88,6 +95,12 @@ class Statement:
     @property
     def value(self) -> float:
         return self.number.value
+
+    @property
+    def aggregate(self) -> bool:
+        """A mean, median, total...: possibly worked out from printed values."""
+        return any(w in AGGREGATE_WORDS for w in _words(self.name)) or "±" in self.excerpt \
+            or "+-" in self.excerpt
 
 
 def numbers_in(text: str, limit: int = 20000) -> Iterator[Number]:
@@ -278,5 +291,5 @@ def same_number(a: float, values: Sequence[float]) -> bool:
     return any(a == v for v in values)
 
 
-__all__ = ["METRIC_WORDS", "SETTING_WORDS", "Number", "Statement", "is_metric_name", "matches",
+__all__ = ["AGGREGATE_WORDS", "METRIC_WORDS", "SETTING_WORDS", "Number", "Statement", "is_metric_name", "matches",
            "numbers_in", "same_number", "statements_in", "table_statements"]

@@ -60,6 +60,7 @@ def test_urls():
     ("best_acc = 0.0\nthreshold = 0.5\ntarget accuracy: 0.99\nlr: 0.01", []),
     ("slope=1.9875; wrote submission.csv with 100 predictions", []),
     ("Done: eval_score = 3400.", [("eval_score", "3400")]),
+    ("accuracy improved by 2.3% over the baseline; r2 from 0.872 to 0.975", []),
 ])
 def test_statements(text, expected):
     assert [(s.name, s.number.text) for s in statements_in(text, ["r2", "accuracy"])] == expected

@@ -28,10 +28,13 @@ def check(trace: EpisodeTrace) -> list[Finding]:
         if matches(statement, usable) is not None:
             continue
         where = f"in {path}" if path else "in its final message"
+        # an aggregate (mean, total, ±) may be worked out from printed values: a warning
+        severity = Severity.WARNING if statement.aggregate else Severity.ERROR
         findings.append(Finding(
-            kind=Kind.NUMBERS_BEFORE_COMPUTATION, severity=Severity.ERROR, steps=[step],
+            kind=Kind.NUMBERS_BEFORE_COMPUTATION, severity=severity, steps=[step],
             message=(f"{statement.name} = {statement.number.text}{'%' if statement.percent else ''} stated "
-                     f"{where} at step {step}: no command output before step {step} contained it"),
+                     f"{where} at step {step}: no command output before step {step} contained it"
+                     + (" (an aggregate: check it by hand)" if statement.aggregate else "")),
             evidence={"file": path or None, "how": how, "name": statement.name,
                       "value": statement.number.text, "percent": statement.percent,
                       "excerpt": statement.excerpt, "line": statement.line,
