@@ -1,0 +1,215 @@
+"""Run directories as the viewer's data: a list of run summaries and, per run, a
+compact trajectory.
+
+Everything is read through :mod:`rgym_core.rundir` (and the summaries through
+:func:`rgym_core.runs_cli.summarize`).  A trajectory becomes a mapping with
+short keys, one entry per step::
+
+    {"i": 12, "t": "bash", "a": {"command": "..."}, "th": "thought", "o": "output",
+     "e": 1, "x": 2, "d": 0.31, "el": 133.2, "c": 0.0012, "ti": 1571, "to": 14,
+     "m": [[model, in, out, cost, latency, stop, response], ...], "s": {...validation}}
+
+plus the gradings, the run's events (agent stop, errors), the first prompt the
+model saw (once, not per step), the result and the integrity summary.
+Observations longer than ``max_output_chars`` are cut in the middle with a
+note; the full text stays in ``trajectory.jsonl`` (its line number is kept).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from rgym_core.rundir import RunDir, RunDirError, iter_numbered_records, iter_run_dirs
+from rgym_core.runs_cli import RunSummary, summarize
+
+#: Observations longer than this many characters are cut in the middle.
+MAX_OUTPUT_CHARS = 200_000
+#: Model responses and thoughts longer than this are cut too.
+MAX_TEXT_CHARS = 50_000
+
+EVENT_TYPES = ("agent_stop", "error", "hook_error", "grading_interrupted", "archive_error",
+               "cleanup_error", "repaired")
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _cut(text: Any, limit: int, line: int | None = None) -> str | None:
+    if text is None:
+        return None
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit * 2 // 3], text[-limit // 3:]
+    where = f" (trajectory.jsonl line {line} has it whole)" if line else ""
+    return f"{head}\n[... rgym view cut {len(text) - len(head) - len(tail):,} characters here{where} ...]\n{tail}"
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _step_entry(step: dict[str, Any], line: int, max_output: int) -> dict[str, Any]:
+    action = step.get("action") or {}
+    obs = step.get("observation") or {}
+    usage = action.get("usage") or {}
+    entry: dict[str, Any] = {"i": int(step.get("index") or 0), "t": str(action.get("tool") or "?"),
+                             "a": action.get("args") or {}, "ln": line}
+    if action.get("thought"):
+        entry["th"] = _cut(action["thought"], MAX_TEXT_CHARS)
+    entry["o"] = _cut(obs.get("output") or "", max_output, line)
+    if obs.get("error"):
+        entry["e"] = 1
+    if obs.get("exit_code") is not None:
+        entry["x"] = obs.get("exit_code")
+    if obs.get("truncated"):
+        entry["tr"] = 1
+    info = obs.get("info") or {}
+    if info.get("timed_out"):
+        entry["to_"] = 1
+    if info.get("applied") is False or (info.get("lint_errors") and obs.get("error")):
+        entry["rj"] = 1  # the editor refused the change
+    entry["d"] = _round(_num(step.get("duration_s")), 3)
+    entry["el"] = _round(_num(step.get("elapsed_s")), 3)
+    cost = _num(usage.get("cost_usd")) or 0.0
+    if cost:
+        entry["c"] = round(cost, 8)
+    if usage.get("input_tokens"):
+        entry["ti"] = int(usage["input_tokens"])
+    if usage.get("output_tokens"):
+        entry["to"] = int(usage["output_tokens"])
+    calls = []
+    raw = action.get("raw")
+    for call in action.get("llm_calls") or []:
+        if not isinstance(call, dict):
+            continue
+        response = call.get("response")
+        if call.get("tool_calls"):
+            response = (response or "") + ("\n" if response else "") + "\n".join(
+                f"[tool call] {json.dumps(tc, ensure_ascii=False)}" for tc in call["tool_calls"])
+        calls.append([call.get("model"), int(call.get("input_tokens") or 0),
+                      int(call.get("output_tokens") or 0), _round(_num(call.get("cost_usd")), 8),
+                      _round(_num(call.get("latency_s")), 3), call.get("stop_reason"),
+                      _cut(response, MAX_TEXT_CHARS)])
+    if calls:
+        entry["m"] = calls
+    elif raw:
+        entry["r"] = _cut(raw, MAX_TEXT_CHARS)
+    if obs.get("score"):
+        entry["sc"] = obs["score"]
+    return entry
+
+
+def _first_prompt(step: dict[str, Any]) -> list[dict[str, str]]:
+    for call in (step.get("action") or {}).get("llm_calls") or []:
+        if isinstance(call, dict) and call.get("messages"):
+            return [{"role": str(m.get("role")), "content": _cut(m.get("content"), MAX_TEXT_CHARS) or ""}
+                    for m in call["messages"] if isinstance(m, dict)]
+    return []
+
+
+def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS) -> dict[str, Any]:
+    """One run's trajectory as the viewer's compact data (see the module's docstring)."""
+    steps: list[dict[str, Any]] = []
+    gradings: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    prompt: list[dict[str, str]] = []
+    start: dict[str, Any] = {}
+    problem = None
+    try:
+        for line, record in iter_numbered_records(run.trajectory_path):
+            kind = record.get("type")
+            if kind == "step":
+                step = record.get("step") or {}
+                if not prompt:
+                    prompt = _first_prompt(step)
+                steps.append(_step_entry(step, line, max_output_chars))
+            elif kind == "score":
+                s = record.get("score") or {}
+                gradings.append({"step": s.get("step"), "kind": s.get("kind"), "valid": bool(s.get("valid")),
+                                 "scores": s.get("scores") or {}, "subtasks": s.get("subtasks") or {},
+                                 "error": s.get("error"), "duration_s": _num(s.get("duration_s")),
+                                 "confined": s.get("confined")})
+            elif kind == "start":
+                start = {k: record.get(k) for k in ("started_at", "tools", "sandbox", "pid")}
+            elif kind in EVENT_TYPES:
+                events.append({k: (_cut(v, 4000) if isinstance(v, str) else v)
+                               for k, v in record.items()})
+    except RunDirError as exc:
+        problem = str(exc)
+    by_step = {}
+    for g in gradings:
+        if g["kind"] == "validate" and isinstance(g.get("step"), int):
+            by_step[g["step"]] = g
+    for entry in steps:
+        g = by_step.get(entry["i"])
+        if g is not None:
+            entry["v"] = {"valid": g["valid"], "scores": g["scores"], "error": g["error"]}
+    result = None
+    if run.result_path.is_file():
+        try:
+            r = run.result()
+            result = {"status": str(r.status), "end_reason": str(r.end_reason or ""),
+                      "why": r.end_reason.describe if r.end_reason else "",
+                      "final_scores": r.final_scores, "error": r.error, "agent_error": r.agent_error,
+                      "metrics": dict(r.metrics), "baseline_scores": dict(r.baseline_scores),
+                      "reference_scores": dict(r.reference_scores), "sandbox": r.sandbox}
+        except RunDirError as exc:
+            problem = str(exc)
+    budget = {}
+    try:
+        config = run.config()
+        budget = config.get("budget") if isinstance(config.get("budget"), dict) else {}
+    except RunDirError:
+        pass
+    return {"steps": steps, "gradings": gradings, "events": events, "prompt": prompt, "start": start,
+            "result": result, "budget": budget, "problem": problem}
+
+
+def summary_row(s: RunSummary, index: int, base: Path | None) -> dict[str, Any]:
+    """A run list row: the summary's fields the viewer shows."""
+    path = Path(s.path)
+    if base is not None:
+        try:
+            path = path.resolve().relative_to(base.resolve())
+        except ValueError:
+            pass
+    data = s.to_dict()
+    data["id"] = index
+    data["path"] = str(path)
+    data["task_label"] = s.task_label
+    return data
+
+
+def iter_runs(paths: Iterable[Path | str]) -> Iterator[RunDir]:
+    """Every run directory under ``paths``, once."""
+    seen: set[str] = set()
+    for path in paths:
+        for run in iter_run_dirs(path):
+            key = str(run.path.resolve())
+            if key not in seen:
+                seen.add(key)
+                yield run
+
+
+def load(paths: Iterable[Path | str], *, with_steps: bool = True,
+         max_output_chars: int = MAX_OUTPUT_CHARS) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None]]:
+    """``(run rows, trajectories)`` of every run under ``paths`` (trajectories ``None``
+    when ``with_steps`` is False)."""
+    paths = [Path(p) for p in paths]
+    base = paths[0] if len(paths) == 1 and paths[0].is_dir() else None
+    rows: list[dict[str, Any]] = []
+    trajectories: list[dict[str, Any] | None] = []
+    for index, run in enumerate(iter_runs(paths)):
+        summary = summarize(run)
+        rows.append(summary_row(summary, index, base))
+        trajectories.append(trajectory(run, max_output_chars=max_output_chars) if with_steps else None)
+    return rows, trajectories
