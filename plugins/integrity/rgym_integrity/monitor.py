@@ -48,6 +48,7 @@ from rgym_integrity.trace import (
 from rgym_integrity.workspace import (
     READ_LIMIT_FILE,
     Listing,
+    WorkspaceProbe,
     diff_listings,
     make_probe,
     read_archive,
@@ -75,6 +76,7 @@ class EpisodeMonitor:
         self.run_dir = Path(run_dir)
         self.trace = EpisodeTrace(policy=policy, run_dir=self.run_dir, run_id=run_id)
         self.probe = make_probe(sandbox, exclude=policy.mounts) if sandbox is not None else None
+        self.hasher = WorkspaceProbe(sandbox, exclude=policy.mounts) if sandbox is not None else None
         self.listing: Listing | None = None
         self.open_file: str | None = None
         self.started = time.perf_counter()
@@ -118,7 +120,7 @@ class EpisodeMonitor:
         self.listing = snap.listing
         trace.initial = {p: e.size for p, e in self.listing.items()}
         protected = [p for p in self.listing if self.policy.is_protected(p)]
-        for path, sha in self.probe.hashes(protected).items():
+        for path, sha in self._hashes(protected).items():
             trace.protected[path] = {"start": sha, "hashes": []}
         for path, data in snap.texts.items():
             trace.texts.setdefault(path, []).append((0, data))
@@ -181,13 +183,26 @@ class EpisodeMonitor:
         if record.tool == "validate":
             self._hash_protected(record.index, "validation")
         elif changed_protected:
-            for path, sha in self.probe.hashes(changed_protected).items():
+            for path, sha in self._hashes(changed_protected).items():
                 trace.protected[path]["hashes"].append([record.index, "step", sha])
+
+    def _hashes(self, paths: list[str]) -> dict[str, str | None]:
+        """SHA-256 of protected files, read through the sandbox API as the agent user
+        (``sha256sum`` in a fresh process); the host folder only when that fails."""
+        if not paths:
+            return {}
+        if self.hasher is not None and self.hasher.problem is None:
+            try:
+                return self.hasher.hashes_or_raise(paths)
+            except Exception as exc:  # noqa: BLE001
+                self.hasher.problem = f"protected files could not be hashed in the sandbox ({exc})"
+                self.trace.limits.append(f"{self.hasher.problem}; hashed from the host folder")
+        return self.probe.hashes(paths) if self.probe is not None else {p: None for p in paths}
 
     def _hash_protected(self, index: int, label: str) -> None:
         if not self.trace.protected or self.probe is None:
             return
-        for path, sha in self.probe.hashes(list(self.trace.protected)).items():
+        for path, sha in self._hashes(list(self.trace.protected)).items():
             self.trace.protected[path]["hashes"].append([index, label, sha])
 
     def finish(self, result: Any) -> IntegrityReport:
@@ -276,7 +291,9 @@ class EpisodeMonitor:
                 "per_step_ms": round(per_step * 1000, 3), "max_step_ms": round(max(steps, default=0) * 1000, 3),
                 "end_s": round(self.cost_end, 6),
                 "total_s": round(self.cost_start + sum(steps) + self.cost_end, 6),
-                "sandbox_calls": self.probe.execs if self.probe is not None else 0}
+                "sandbox_calls": (self.probe.execs if self.probe is not None else 0)
+                + (self.hasher.execs if self.hasher is not None and self.hasher is not self.probe else 0),
+                "probe": type(self.probe).__name__ if self.probe is not None else None}
         protected = {p: {"start": r.get("start"), "end": r.get("end"), "checks": r.get("hashes", [])}
                      for p, r in trace.protected.items()}
         events = [e.to_dict() for e in trace.events[:MAX_EVENTS]]

@@ -174,12 +174,16 @@ class EpisodeTrace:
         return found
 
     def final_paths(self) -> list[str]:
-        if self.final is not None:
-            return sorted(self.final)
+        """The files of the final workspace: ``workspace.tar.gz``'s, plus those the last
+        listing saw that the archive left out (names it refuses, such as ones with a
+        newline, never reach the grader but may still be the agent's claims)."""
         present: dict[str, bool] = {p: True for p in self.initial}
         for e in self.events:
             present[e.path] = e.change != "deleted"
-        return sorted(p for p, here in present.items() if here)
+        alive = {p for p, here in present.items() if here}
+        if self.final is not None:
+            return sorted(set(self.final) | {p for p in alive if p not in self.initial})
+        return sorted(alive)
 
 
 def normalise(path: str, workspace: str) -> str | None:

@@ -199,15 +199,21 @@ class WorkspaceProbe:
 
     def hashes(self, paths: Iterable[str]) -> dict[str, str | None]:
         """SHA-256 of each path (``None``: missing or unreadable)."""
+        try:
+            return self.hashes_or_raise(paths)
+        except Exception:  # noqa: BLE001
+            return {p: None for p in paths}
+
+    def hashes_or_raise(self, paths: Iterable[str]) -> dict[str, str | None]:
+        """:meth:`hashes`, raising when the sandbox cannot run ``sha256sum`` at all."""
         paths = list(paths)
         out: dict[str, str | None] = {p: None for p in paths}
         if self.problem is not None or not paths:
             return out
         for chunk in _chunks(paths, 200):
-            try:
-                result = self._exec(["sha256sum", "-z", "--", *chunk], output_limit=1 << 20)
-            except Exception:  # noqa: BLE001
-                continue
+            result = self._exec(["sha256sum", "-z", "--", *chunk], output_limit=1 << 20)
+            if result.exit_code in (126, 127):
+                raise RuntimeError(f"sha256sum could not run (exit {result.exit_code})")
             for match in _HASH_LINE.finditer(result.output):
                 if match.group(2) in out:
                     out[match.group(2)] = match.group(1)
