@@ -89,6 +89,10 @@ def test_protocol_shows_one_task_at_a_time_and_scores_predictions() -> None:
     with pytest.raises(ValueError, match="not in task 1"):
         manager.get_dataset(np.arange(0, 4), source="train", mode="train")
     assert len(manager.get_dataset(np.arange(0, 4), source="test", mode="test")) == 4
+    # the researchgym profile's 224x224 input, without torchvision: resized in torch
+    image = np.random.RandomState(0).randint(0, 256, (32, 32, 3), dtype=np.uint8)
+    big = driver.transforms_for({"input_size": 224})["test"](image)
+    assert tuple(big.shape) == (3, 224, 224) and 0.0 <= float(big.min()) <= float(big.max()) <= 1.0
 
     # Acc and AAA come from the predictions against labels only this side holds
     train = (np.zeros((8, 32, 32, 3), dtype=np.uint8), np.array([0, 1, 2, 3, 0, 1, 2, 3]))
