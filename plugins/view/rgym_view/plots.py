@@ -1,0 +1,91 @@
+"""``rgym analyze``'s plots (matplotlib, PNG and SVG), like MLGym's analyses: the
+action mix and the endings per solver (stacked bars), the failure modes per
+solver, and the cost against the improvement over the baseline per run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rgym_view.analysis import ACTION_CLASSES, FAILURE_MODES, AnalysisReport
+
+_COLOURS = ["#2f5fd0", "#e07b39", "#3a9d5d", "#c43c3c", "#8a63d2", "#8c564b", "#d4a017", "#17becf",
+            "#7f7f7f", "#bcbd22"]
+
+
+def _label(task: str, solver: str, many_tasks: bool) -> str:
+    return f"{solver}\n{task}" if many_tasks else solver
+
+
+def _save(fig: Any, folder: Path, name: str) -> list[Path]:
+    out = []
+    for ext in ("png", "svg"):
+        path = folder / f"{name}.{ext}"
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        out.append(path)
+    return out
+
+
+def _stacked(ax: Any, labels: list[str], series: dict[str, list[float]], xlabel: str) -> None:
+    left = [0.0] * len(labels)
+    for i, (name, values) in enumerate(series.items()):
+        ax.barh(labels, values, left=left, color=_COLOURS[i % len(_COLOURS)], label=name)
+        left = [a + b for a, b in zip(left, values)]
+    ax.set_xlabel(xlabel)
+    ax.invert_yaxis()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=min(len(series), 7), fontsize=8,
+              frameon=False)
+
+
+def write_plots(report: AnalysisReport, folder: Path | str) -> list[Path]:
+    """Write the plots into ``folder``; returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    groups = report.groups
+    many = len({g.task for g in groups}) > 1
+    labels = [_label(g.task, g.solver, many) for g in groups]
+    height = max(2.5, 0.55 * len(groups) + 1.6)
+
+    fig, ax = plt.subplots(figsize=(9, height))
+    _stacked(ax, labels, {k: [g.action_share[k] * 100 for g in groups] for k in ACTION_CLASSES},
+             "share of steps (%)")
+    ax.set_title("Action mix")
+    written += _save(fig, folder, "action_mix")
+    plt.close(fig)
+
+    statuses = sorted({s for g in groups for s in g.statuses})
+    fig, ax = plt.subplots(figsize=(9, height))
+    _stacked(ax, labels, {s: [float(g.statuses.get(s, 0)) for g in groups] for s in statuses}, "runs")
+    ax.set_title("How episodes ended")
+    written += _save(fig, folder, "endings")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(9, height))
+    _stacked(ax, labels, {m: [float(g.modes.get(m, 0)) for g in groups] for m in FAILURE_MODES},
+             "runs showing the failure mode")
+    ax.set_title("Failure modes")
+    written += _save(fig, folder, "failure_modes")
+    plt.close(fig)
+
+    points = [r for r in report.runs if r.improvement_pct is not None]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    solvers = sorted({r.solver for r in points})
+    for i, solver in enumerate(solvers):
+        mine = [r for r in points if r.solver == solver]
+        ax.scatter([r.cost_usd for r in mine], [r.improvement_pct for r in mine], label=solver,
+                   color=_COLOURS[i % len(_COLOURS)], alpha=0.8)
+    ax.axhline(0, color="#999999", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("model cost (USD)")
+    ax.set_ylabel("improvement over the baseline (%)")
+    ax.set_title("Cost against improvement (one point per run)")
+    if solvers:
+        ax.legend(fontsize=8, frameon=False)
+    written += _save(fig, folder, "cost_improvement")
+    plt.close(fig)
+    return written
