@@ -48,6 +48,10 @@ SETTING_WORDS = frozenset({
     "gained", "delta", "difference", "drop", "dropped", "by", "than", "over", "from", "vs", "versus",
     "relative", "lift", "change", "changed", "margin",
 })
+#: Words before a metric's name that make the value something other than a result.
+QUALIFIERS = frozenset({"target", "goal", "expected", "baseline", "baseline's", "reference", "sota",
+                        "previous", "paper", "paper's", "reported", "desired", "required", "minimum",
+                        "maximum", "max", "min", "threshold", "initial", "random", "chance"})
 #: Words that make a stated value an aggregate the agent may have worked out itself.
 AGGREGATE_WORDS = frozenset({"mean", "average", "avg", "median", "std", "stdev", "overall", "aggregate",
                              "averaged", "total", "sum"})
@@ -185,10 +189,12 @@ def statements_in(text: str, metrics: Iterable[str] = (), *, limit: int = 500) -
                              excerpt=_excerpt(text, start, end), line=line_of(start)))
 
     for match in _FORWARD.finditer(text):
-        if any(w in SETTING_WORDS for w in _words(match.group(1))):
-            continue
-        name = _trim_name(match.group(1), metrics)
+        raw = match.group(1)
+        name = _trim_name(raw, metrics)
         if not is_metric_name(name, metrics):
+            continue
+        before = _words(raw[: len(raw) - len(name)])
+        if before and before[-1] in QUALIFIERS:  # "target accuracy: 0.99", "baseline r2 = 0.87"
             continue
         add(name, match.group(2), bool(match.group(3)), match.start(), match.end(), match.start(2))
         if len(out) >= limit:
