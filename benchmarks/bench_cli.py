@@ -40,8 +40,9 @@ with open({path!r}, "w") as fh:
 """
 
 
-def run_once(args: list[str]) -> tuple[float, int, list[str]]:
-    """Wall seconds, max RSS in KiB and the imported heavy modules of one ``rgym ARGS``."""
+def run_once(args: list[str]) -> tuple[float, float, int, list[str]]:
+    """Wall seconds, CPU seconds, max RSS in KiB and the imported heavy modules of one
+    ``rgym ARGS``."""
     with tempfile.NamedTemporaryFile("r", suffix=".json") as modules:
         code = PROBE.format(path=modules.name)
         started = time.perf_counter()
@@ -52,28 +53,32 @@ def run_once(args: list[str]) -> tuple[float, int, list[str]]:
         proc.returncode = os.waitstatus_to_exitcode(status)
         names = json.load(open(modules.name)) if os.path.getsize(modules.name) else []
     heavy = sorted({n.split(".")[0] for n in names} & set(HEAVY))
-    return elapsed, usage.ru_maxrss, heavy
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, heavy
 
 
 def compare(label: str, args: list[str], runs: int) -> float:
-    full: list[tuple[float, int]] = []
-    alone: list[tuple[float, int]] = []
+    full: list[tuple[float, float, int]] = []
+    alone: list[tuple[float, float, int]] = []
     heavy_full: list[str] = []
-    run_once(args)  # warm the file cache
+    run_once(args)  # warm the file and byte-code caches
+    run_once(["--plugins", "builtin", *args])
     for _ in range(runs):  # interleaved: both sides see the same load
-        t, rss, heavy_full = run_once(args)
-        full.append((t, rss))
-        t, rss, _ = run_once(["--plugins", "builtin", *args])
-        alone.append((t, rss))
-    t_full = statistics.median(t for t, _ in full)
-    t_alone = statistics.median(t for t, _ in alone)
-    m_full = statistics.median(m for _, m in full) / 1024
-    m_alone = statistics.median(m for _, m in alone) / 1024
-    ratio = t_full / t_alone
-    print(f"rgym {label:<12} all packs {t_full * 1000:7.0f} ms {m_full:6.1f} MiB | built-in alone "
-          f"{t_alone * 1000:7.0f} ms {m_alone:6.1f} MiB | ratio {ratio:.2f}x time, "
+        t, cpu, rss, heavy_full = run_once(args)
+        full.append((t, cpu, rss))
+        t, cpu, rss, _ = run_once(["--plugins", "builtin", *args])
+        alone.append((t, cpu, rss))
+
+    def med(rows: list[tuple[float, float, int]], i: int) -> float:
+        return float(statistics.median(r[i] for r in rows))
+
+    t_full, t_alone = med(full, 0), med(alone, 0)
+    c_full, c_alone = med(full, 1), med(alone, 1)
+    m_full, m_alone = med(full, 2) / 1024, med(alone, 2) / 1024
+    print(f"rgym {label:<11} all packs {t_full * 1000:6.0f} ms wall {c_full * 1000:6.0f} ms cpu "
+          f"{m_full:5.1f} MiB | built-in alone {t_alone * 1000:6.0f} ms wall {c_alone * 1000:6.0f} ms cpu "
+          f"{m_alone:5.1f} MiB | ratio {t_full / t_alone:.2f}x wall, {c_full / c_alone:.2f}x cpu, "
           f"{m_full / m_alone:.2f}x memory | heavy imports: {', '.join(heavy_full) or 'none'}")
-    return ratio
+    return t_full / t_alone
 
 
 def main() -> None:

@@ -10,8 +10,12 @@ from typing import Any
 from rgym_core.rundir import iter_run_dirs
 
 ENV = {"COLUMNS": "200", "OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": ""}
-#: Four deterministic episodes (two agents x two seeds) of the demo task.
-SWEEP = ["sweep", "rgym/demo", "--agent", "scripted,baseline", "--seeds", "1-2", "--max-parallel", "4"]
+#: Issue #16's acceptance sweep, restricted to fast tasks as in tests/test_sweep_local.py: every
+#: MLGym task of the game-theory pack but Colonel Blotto, the baseline agent, seeds 1-3 (six
+#: deterministic episodes: a seeded cell's grader gets its seed).
+SWEEP = ["--plugins", "gametheory,baseline", "sweep", "mlgym/*", "--exclude", "mlgym/blotto", "--agent",
+         "baseline", "--seeds", "1-3", "--max-parallel", "4"]
+CELLS = 6
 
 
 def cell_scores(sweep: Path) -> dict[str, Any]:
@@ -34,4 +38,4 @@ def short_tmp(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
 
 
-__all__ = ["ENV", "SWEEP", "cell_scores", "json_events", "short_tmp"]
+__all__ = ["CELLS", "ENV", "SWEEP", "cell_scores", "json_events", "short_tmp"]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from executors_test_support import ENV, SWEEP, cell_scores, json_events, short_tmp
+from executors_test_support import CELLS, ENV, SWEEP, cell_scores, json_events, short_tmp
 
 SCRIPT = r"""
 set -u
@@ -61,7 +61,7 @@ def test_a_sweep_across_a_two_node_ray_cluster(local_reference: dict[str, Any], 
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     events = json_events(proc.stdout)
     ends = [e for e in events if e["event"] == "cell_end"]
-    assert len(ends) == 4 and all(e["outcome"] == "done" for e in ends)
+    assert len(ends) == CELLS and all(e["outcome"] == "done" for e in ends)
     assert len({e["node"] for e in ends}) == 2  # both nodes ran episodes
     assert events[-1]["event"] == "summary"
     # the run directories came back whole, and score as the local executor's

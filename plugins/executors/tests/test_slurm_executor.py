@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from executors_test_support import ENV, SWEEP, cell_scores, json_events
+from executors_test_support import CELLS, ENV, SWEEP, cell_scores, json_events
 from rgym_executors.slurm_executor import cluster_problem
 
 from rgym_core.testing import run_cli
@@ -31,7 +31,7 @@ def test_a_sweep_of_slurm_jobs_scores_as_the_local_one(local_reference: dict[str
     proc = run_cli(*SWEEP, "--executor", "slurm", "--sweep-dir", str(folder), "--json", env=ENV, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ends = [e for e in json_events(proc.stdout) if e["event"] == "cell_end"]
-    assert len(ends) == 4 and all(e["outcome"] == "done" and e.get("job_id") for e in ends)
+    assert len(ends) == CELLS and all(e["outcome"] == "done" and e.get("job_id") for e in ends)
     assert cell_scores(folder) == local_reference["scores"]
     jobs = [json.loads(line) for line in (folder / ".sweep" / "slurm" / "jobs.jsonl").read_text().splitlines()]
     assert sorted(j["cell"] for j in jobs) == sorted(local_reference["scores"])
@@ -46,7 +46,7 @@ def test_a_killed_sweep_adopts_its_jobs(local_reference: dict[str, Any], tmp_pat
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 600
-        while not (journal.exists() and len(journal.read_text().splitlines()) >= 4):
+        while not (journal.exists() and len(journal.read_text().splitlines()) >= CELLS):
             assert proc.poll() is None, "the sweep ended before all its jobs were submitted"
             assert time.monotonic() < deadline, "the jobs were not submitted"
             time.sleep(0.1)
@@ -60,7 +60,7 @@ def test_a_killed_sweep_adopts_its_jobs(local_reference: dict[str, Any], tmp_pat
     assert [json.loads(line)["job_id"] for line in journal.read_text().splitlines()] == submitted
     adopted = [e for e in events if e["event"] == "cell_start" and e.get("adopted")]
     done_before = next(e for e in events if e["event"] == "sweep_start")["complete"]
-    assert len(adopted) + done_before == 4  # nothing submitted twice
+    assert len(adopted) + done_before == CELLS  # nothing submitted twice
     assert cell_scores(folder) == local_reference["scores"]
     queue = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split()
     assert not set(submitted) & set(queue)
