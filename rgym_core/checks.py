@@ -111,10 +111,16 @@ def check_metadata(task: TaskSpec, report: PackReport, where: str) -> None:
 def check_task(task: TaskSpec, report: PackReport, where: str) -> None:
     """Static checks of one task (as one profile configures it)."""
     starter = task.path(task.starter_files)
+    supplier = task.starter_dataset
     if task.starter_files is not None:
-        report.add(where, bool(starter and starter.is_dir()),
-                   f"starter files folder '{task.starter_files}'" + ("" if starter and starter.is_dir()
-                                                                     else " is missing"))
+        # with a dataset supplying the starter files, the task's own folder is optional
+        has_own = bool(starter and starter.is_dir())
+        if has_own or supplier is None:
+            report.add(where, has_own, f"starter files folder '{task.starter_files}'"
+                       + ("" if has_own else " is missing"))
+    if supplier is not None:
+        report.add(where, True, f"starter files from dataset '{supplier.id}' (mount '{supplier.mount}', "
+                   f"starter: true), prepared when the baseline runs")
     grader_dir = task.path(task.grader.files)
     entry = grader_dir / task.grader.entry if grader_dir else None
     if grader_dir is None or not grader_dir.is_dir():

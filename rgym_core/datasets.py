@@ -13,10 +13,15 @@ import importlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rgym_core.specs import DatasetSpec, PreparedDataset
+
+if TYPE_CHECKING:
+    from rgym_core.specs import TaskSpec
 
 
 class DatasetError(RuntimeError):
@@ -155,3 +160,45 @@ def prepare_dataset(spec: DatasetSpec, *, data_dir: Path | None = None,
         raise DatasetError(f"dataset '{spec.id}' comes from hub id '{spec.hub_id}' and needs a "
                            f"'prepare' function, or {how_to_obtain(spec)}")
     return PreparedDataset(id=spec.id, public=fetch_raw(spec, data_dir, cache))
+
+
+def starter_folders(task: TaskSpec, prepared: Mapping[str, PreparedDataset]) -> list[Path]:
+    """The folders whose files make up a fresh workspace, in copy order: the starter
+    a dataset supplies (the mount with ``starter: true``: its prepared ``starter``
+    folder, else its public folder), then the task's ``starter_files`` folder.
+
+    Raises :class:`DatasetError` when the starter dataset was not prepared or its
+    folder is missing (a ``prepare`` function that returned a wrong path)."""
+    folders: list[Path] = []
+    mount = task.starter_dataset
+    if mount is not None:
+        ready = prepared.get(mount.mount)
+        if ready is None:
+            raise DatasetError(f"task '{task.id}': dataset '{mount.id}' supplies the starter files "
+                               f"(starter: true at '{mount.mount}') but was not prepared")
+        folder = ready.starter or ready.public
+        if not folder.is_dir():
+            raise DatasetError(f"{folder}: the starter folder of dataset '{ready.id}' is missing; "
+                               f"its prepare function must return an existing folder")
+        folders.append(folder)
+    own = task.path(task.starter_files)
+    if own is not None and own.is_dir():
+        folders.append(own)
+    return folders
+
+
+@contextmanager
+def workspace_starter(task: TaskSpec, prepared: Mapping[str, PreparedDataset]) -> Iterator[Path | None]:
+    """The one folder to copy into a fresh workspace (``WorkspaceLayout.starter``):
+    ``None`` when the task has no starter files, the folder itself when one source
+    supplies them, else a temporary merge of :func:`starter_folders` (later
+    folders win), removed when the block ends."""
+    folders = starter_folders(task, prepared)
+    if len(folders) <= 1:
+        yield folders[0] if folders else None
+        return
+    with tempfile.TemporaryDirectory(prefix="rgym-starter-") as tmp:
+        merged = Path(tmp) / "starter"
+        for folder in folders:
+            shutil.copytree(folder, merged, symlinks=True, dirs_exist_ok=True)
+        yield merged

@@ -54,7 +54,7 @@ from rgym_core.agents import (
     EpisodeStatus,
     TaskContext,
 )
-from rgym_core.datasets import DatasetError, prepare_dataset
+from rgym_core.datasets import DatasetError, prepare_dataset, starter_folders, workspace_starter
 from rgym_core.episode import EpisodeInfo, LifecycleHooks
 from rgym_core.grading import Grader
 from rgym_core.models import ModelRequirements, check_model_client, model_clients_of
@@ -351,6 +351,7 @@ class Episode:
             raise RunError(str(exc)) from None
         try:
             datasets = resolve_datasets(self.registry, self.task, self.config)
+            starter_folders(self.task, datasets)  # a dataset's starter folder exists
         except (DatasetError, RegistryError) as exc:
             raise RunError(str(exc)) from None
         agent = self._make_agent()
@@ -493,10 +494,8 @@ class Episode:
             with _signals_as_interrupt():
                 try:
                     sandbox = self._make_sandbox()
-                    starter = self.task.path(self.task.starter_files)
-                    sandbox.start(WorkspaceLayout(
-                        starter=starter if starter is not None and starter.is_dir() else None,
-                        datasets=datasets))
+                    with workspace_starter(self.task, datasets) as starter:
+                        sandbox.start(WorkspaceLayout(starter=starter, datasets=datasets))
                     self.writer.write("sandbox", {"backend": self.sandbox_name,
                                                   "workspace": sandbox.workspace,
                                                   "host_workspace": _host_workspace(sandbox)})

@@ -27,7 +27,7 @@ from cattrs.gen import make_dict_structure_fn
 from cattrs.v import format_exception as cattrs_format_exception
 from cattrs.v import transform_error
 
-from rgym_core.specs import PROFILE_SECTIONS, FieldError, TaskSpec
+from rgym_core.specs import PROFILE_SECTIONS, WHOLE_SECTIONS, FieldError, TaskSpec
 
 T = TypeVar("T")
 
@@ -74,7 +74,7 @@ def _merge_profiles(data: Any) -> Any:
         out = dict(profile)
         for section in PROFILE_SECTIONS:
             given, base = profile.get(section), data.get(section)
-            if section in ("reference_scores", "datasets"):
+            if section in WHOLE_SECTIONS:
                 continue  # replaced whole
             if isinstance(given, Mapping) and isinstance(base, Mapping):
                 out[section] = {**base, **given}

@@ -179,10 +179,48 @@ class GraderSpec:
 
 @define(frozen=True)
 class DatasetMount:
-    """A dataset a task uses, and the folder of the workspace it appears in."""
+    """A dataset a task uses, and the folder of the workspace it appears in.
+
+    ``starter: true`` makes the dataset supply the agent's starter files as well:
+    its prepared :attr:`PreparedDataset.starter` folder (else its public folder)
+    is copied into the workspace, writable, before the task's own
+    ``starter_files`` (which win where both have a file).  A task whose starter
+    files must be prepared on the user's machine (a verified checkout of another
+    repository, with test labels moved out) declares them this way instead of
+    writing a machine-specific path into ``starter_files``.  At most one mount of
+    a task (or of a profile) is the starter.
+    """
 
     id: str = field(validator=_namespaced)
     mount: str = "data"
+    starter: bool = False
+
+
+def _one_starter(where: str, mounts: list[DatasetMount]) -> None:
+    starters = [m.id for m in mounts if m.starter]
+    if len(starters) > 1:
+        raise FieldError(where, f"at most one dataset may have 'starter: true', found {len(starters)} "
+                                f"({', '.join(starters)})")
+    folders = [m.mount for m in mounts]
+    doubled = sorted({f for f in folders if folders.count(f) > 1})
+    if doubled:
+        raise FieldError(where, f"mount folder(s) {', '.join(doubled)} used by more than one dataset")
+
+
+def _check_subtasks(where: str, subtasks: list[SubTask], metrics: set[str]) -> None:
+    ids = [s.id for s in subtasks]
+    doubled = sorted({i for i in ids if ids.count(i) > 1})
+    if doubled:
+        raise FieldError(where, f"sub-task ids must be unique, {', '.join(doubled)} repeated")
+    primaries = [s.id for s in subtasks if s.primary]
+    if len(primaries) > 1:
+        raise FieldError(where, f"at most one sub-task may be primary, found {', '.join(primaries)}")
+    for sub in subtasks:
+        named = {sub.metric} | set(sub.baseline_scores) | set(sub.reference_scores)
+        unknown = sorted(m for m in named if m is not None and m not in metrics)
+        if unknown:
+            raise FieldError(where, f"sub-task '{sub.id}' names unknown metric(s) {', '.join(unknown)}; "
+                                    f"the task's metrics: {', '.join(sorted(metrics))}")
 
 
 @define(frozen=True)
@@ -228,7 +266,10 @@ class IntegritySpec:
 
 
 #: The parts of a task a profile may override.
-PROFILE_SECTIONS = ("budget", "resources", "grader", "baseline", "reference_scores", "datasets", "env")
+PROFILE_SECTIONS = ("budget", "resources", "grader", "baseline", "reference_scores", "datasets", "subtasks",
+                    "env")
+#: The profile sections that replace the task's whole (the others merge field by field).
+WHOLE_SECTIONS = ("reference_scores", "datasets", "subtasks")
 
 
 @define(frozen=True)
@@ -238,8 +279,11 @@ class TaskProfile:
     In ``task.yaml`` each profile is a *partial* override of the task: the fields it
     gives in ``budget``, ``resources``, ``grader`` and ``baseline`` replace the task's,
     field by field (a ``baseline.scores`` mapping is replaced whole: it is that
-    profile's own measurement); ``reference_scores`` and ``datasets`` replace the
-    task's; ``env`` adds variables to the task's.  Once loaded, every section a
+    profile's own measurement); ``reference_scores``, ``datasets`` and ``subtasks``
+    replace the task's (a profile that grades other sub-tasks than the task's,
+    e.g. a small generated benchmark standing in for the real-data ones, lists
+    them, primary first, with that profile's baselines); ``env`` adds variables
+    to the task's.  Once loaded, every section a
     profile gave holds the merged, validated value, and a section left ``None``
     means "as the task".  :meth:`TaskSpec.with_profile` applies one.
     """
@@ -251,6 +295,7 @@ class TaskProfile:
     baseline: Baseline | None = None
     reference_scores: dict[str, float] | None = None
     datasets: list[DatasetMount] | None = None
+    subtasks: list[SubTask] | None = None
     env: dict[str, str] | None = None
 
 
@@ -321,6 +366,10 @@ class TaskSpec:
                 except FieldError as exc:
                     raise FieldError(f"profiles['{name}'].env", exc.message) from None
             metric_names = {m.name for m in self.metrics}
+            if profile.datasets is not None:
+                _one_starter(f"profiles['{name}'].datasets", profile.datasets)
+            if profile.subtasks is not None:
+                _check_subtasks(f"profiles['{name}'].subtasks", profile.subtasks, metric_names)
             for what, scores in (("baseline.scores", profile.baseline.scores if profile.baseline else {}),
                                  ("reference_scores", profile.reference_scores or {})):
                 unknown = sorted(set(scores) - metric_names)
@@ -335,6 +384,14 @@ class TaskSpec:
         if self.profile is not None and self.profile not in value:
             raise FieldError("profile", f"must name one of the task's profiles ({known}), "
                                         f"got {self.profile!r}")
+
+    @datasets.validator
+    def _check_datasets(self, attribute: attrs.Attribute, value: list[DatasetMount]) -> None:
+        _one_starter("datasets", value)
+
+    @subtasks.validator
+    def _check_task_subtasks(self, attribute: attrs.Attribute, value: list[SubTask]) -> None:
+        _check_subtasks("subtasks", value, {m.name for m in self.metrics})
 
     @integrity.validator
     def _check_integrity(self, attribute: attrs.Attribute, value: IntegritySpec) -> None:
@@ -408,9 +465,24 @@ class TaskSpec:
     def baseline_scores(self) -> dict[str, float]:
         return dict(self.baseline.scores) if self.baseline else {}
 
+    @property
+    def starter_dataset(self) -> DatasetMount | None:
+        """The dataset mount that supplies starter files (``starter: true``), if any."""
+        return next((m for m in self.datasets if m.starter), None)
+
     def path(self, relative: str | None) -> Path | None:
-        """A path inside the task's directory, or ``None``."""
-        if relative is None or self.root is None:
+        """A path inside the task's directory, or ``None``.
+
+        ``module:NAME`` (in ``grader.include``, say) names an installed Python
+        module instead: its file, or a package's folder (``None`` when it is not
+        installed), so a pack can ship a helper from another distribution to its
+        graders without a machine-specific path.
+        """
+        if relative is None:
+            return None
+        if relative.startswith(MODULE_PREFIX):
+            return module_path(relative[len(MODULE_PREFIX):])
+        if self.root is None:
             return None
         return self.root / relative
 
@@ -446,11 +518,35 @@ class DatasetSpec:
 @define(frozen=True)
 class PreparedDataset:
     """A dataset ready on the host: ``public`` is shown to the agent read-only;
-    ``private`` (test labels and the like) reaches only the grader."""
+    ``private`` (test labels and the like) reaches only the grader; ``starter``
+    (optional) is a folder of starter files, copied writable into the workspace
+    when the task mounts the dataset with ``starter: true`` (without it, the
+    public folder is copied)."""
 
     id: str
     public: Path
     private: Path | None = None
+    starter: Path | None = None
+
+
+#: ``grader.include: {"module:NAME": target}`` names an installed module (see :meth:`TaskSpec.path`).
+MODULE_PREFIX = "module:"
+
+
+def module_path(name: str) -> Path | None:
+    """The file of installed module ``name`` (a package: its folder), without
+    importing it (a dotted name imports its parent packages); ``None`` when absent."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(spec.origin) if spec.origin and spec.origin not in ("built-in", "frozen") else None
 
 
 def is_better(value: float | None, other: float | None, direction: Direction) -> bool:

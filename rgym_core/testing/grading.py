@@ -255,11 +255,13 @@ def grade(task: TaskSpec | Path | str, files: Files | None = None, *, starter: b
     with tempfile.TemporaryDirectory(prefix="rgym-test-grade-") as tmp:
         workspace = Path(tmp) / "workspace"
         workspace.mkdir()
-        starter_dir = spec.path(spec.starter_files)
-        if starter and starter_dir is not None and starter_dir.is_dir():
-            shutil.copytree(starter_dir, workspace, dirs_exist_ok=True)
-        write_files(workspace, files)
         prepared = _prepare_datasets(spec, datasets, data_dir)
+        if starter:  # the task's starter files, with those a dataset supplies (starter: true)
+            from rgym_core.datasets import starter_folders
+
+            for folder in starter_folders(spec, prepared):
+                shutil.copytree(folder, workspace, symlinks=True, dirs_exist_ok=True)
+        write_files(workspace, files)
         grader = Grader(spec, _FolderWorkspace(workspace), prepared,  # type: ignore[arg-type]
                         run_dir or Path(tmp) / "run", seed=seed, env=profile_environment(spec))
         return grader.grade(kind, 0)
