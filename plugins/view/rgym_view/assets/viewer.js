@@ -180,7 +180,9 @@
     Object.keys(ids).forEach(function (id) {
       var input = document.getElementById(id);
       input.value = state[ids[id]];
-      input.addEventListener("input", function () { state[ids[id]] = input.value; fillList(); });
+      function changed() { if (state[ids[id]] !== input.value) { state[ids[id]] = input.value; fillList(); } }
+      input.addEventListener("input", changed);
+      input.addEventListener("change", changed);
     });
     var fl = document.getElementById("filter-flagged");
     fl.checked = state.flagged;
@@ -501,7 +503,7 @@
   }
   function outputHtml(s) {
     var text = s.o || "";
-    var lines = text.split("\n");
+    var lines = text.replace(/\n$/, "").split("\n");  // a final newline ends the last line
     if (lines.length <= FOLD_LINES && text.length <= FOLD_CHARS) return '<pre class="output">' + esc(text) + "</pre>";
     var head = lines.slice(0, 15).join("\n"), tail = lines.slice(-10).join("\n");
     if (head.length > FOLD_CHARS / 2) head = head.slice(0, FOLD_CHARS / 2);
