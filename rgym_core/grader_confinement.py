@@ -32,6 +32,7 @@ import logging
 import os
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -102,16 +103,73 @@ def _run_as(argv: list[str], uid: int | None, timeout: float = 30.0) -> subproce
 
 
 @functools.cache
-def _interpreter_problem() -> str | None:
-    """None when an unprivileged (leased) uid can run this interpreter, else the error."""
+def _interpreter_problem(bwrap: str | None = None) -> str | None:
+    """None when an unprivileged (leased) uid can run this interpreter, else the error.
+
+    When a folder on the way is closed to other users (a venv under pytest's
+    ``/tmp/pytest-of-root``, under ``/root``...), traverse-only permission (``o+x``,
+    never read) is granted on the folders that block it, with one warning naming
+    them, as the local sandbox does for its agent users."""
+    def probe() -> str | None:
+        try:
+            with lease() as user:
+                result = _run_as([sys.executable, "-s", "-c", "import json"], user.uid)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            return str(exc)
+        if result.returncode != 0:
+            return result.stderr.decode(errors="replace").strip()[-300:]
+        return None
+
+    problem = probe()
+    if problem is None:
+        return None
+    if bwrap is not None:
+        # Under bubblewrap the interpreter's folders are bound into the sandbox below
+        # folders it creates (0755): the host's closed parents do not matter.
+        return _bwrap_interpreter_problem(bwrap)
+    if grant_traverse([sys.executable, os.path.realpath(sys.executable), sys.prefix,
+                       sys.base_prefix, sys.exec_prefix, *extra_site_dirs()]):
+        problem = probe()
+    return problem
+
+
+def _bwrap_interpreter_problem(bwrap: str) -> str | None:
+    """None when a leased uid can run this interpreter in a grader's bubblewrap sandbox."""
     try:
         with lease() as user:
-            result = _run_as([sys.executable, "-s", "-c", "import json"], user.uid)
+            cmd = (BwrapCommand(bwrap=bwrap, uid=user.uid, gid=user.gid, chdir="/")
+                   .tmpfs("/tmp").system())
+            for path in _python_binds():
+                cmd.ro_bind(path)
+            with cmd.prepare([sys.executable, "-s", "-c", "import json"]) as prepared:
+                result = subprocess.run(prepared.argv, pass_fds=prepared.pass_fds,
+                                        capture_output=True, timeout=60, cwd="/",
+                                        stdin=subprocess.DEVNULL)
     except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
         return str(exc)
     if result.returncode != 0:
         return result.stderr.decode(errors="replace").strip()[-300:]
     return None
+
+
+def grant_traverse(targets: list[str]) -> list[str]:
+    """Add ``o+x`` (traverse, never list or read) to the folders above ``targets``
+    that lack it, so other users can reach them; log one warning naming the folders
+    changed, and return them."""
+    changed: list[str] = []
+    for target in sorted(set(targets)):
+        for folder in reversed(Path(target).parents):
+            try:
+                mode = os.stat(folder).st_mode
+                if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
+                    os.chmod(folder, stat.S_IMODE(mode) | stat.S_IXOTH)
+                    changed.append(str(folder))
+            except OSError:
+                continue
+    if changed:
+        log.warning("rgym: unprivileged users could not run %s; granted traverse-only "
+                    "permission (o+x) on: %s", sys.executable, ", ".join(changed))
+    return changed
 
 
 def host_confinement() -> Confinement:
@@ -123,17 +181,17 @@ def host_confinement() -> Confinement:
 def _host_confinement(as_root: bool, bwrap: str | None) -> Confinement:
     warnings: list[str] = []
     uids = as_root
+    bwrap_issue = bwrap_problem()
+    if bwrap_issue is not None:
+        bwrap = None
     if as_root:
-        problem = _interpreter_problem()
+        problem = _interpreter_problem(bwrap)
         if problem:
             uids = False
             warnings.append(f"an unprivileged user cannot run {sys.executable} ({problem}); "
                             "install Python where other users can read it")
-    problem = bwrap_problem()
-    if problem is not None:
-        bwrap = None
-        if not uids:
-            warnings.append(problem)
+    if bwrap_issue is not None and not uids:
+        warnings.append(bwrap_issue)
     if uids and bwrap:
         mode = "bubblewrap+uids"
     elif uids:
@@ -162,13 +220,43 @@ def warn_once(message: str) -> None:
 # -- bubblewrap --------------------------------------------------------------------------
 
 
+def _is_inside(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+@functools.cache
+def extra_site_dirs() -> tuple[str, ...]:
+    """Site folders on ``sys.path`` outside the interpreter's own folders (a venv
+    layered on another one through a ``.pth`` file, e.g.
+    :class:`rgym_core.testing.venvs.ChildEnv`): graders and workers see them
+    read-only, and the fast launcher puts them on ``sys.path``.  Only folders named
+    ``site-packages``/``dist-packages``: an editable pack's checkout on ``sys.path``
+    (graders, answers) is never shown to workers."""
+    roots = [os.path.realpath(p) for p in interpreter_paths()]
+    out: list[str] = []
+    for entry in sys.path:
+        if not entry or os.path.basename(entry.rstrip("/")) not in ("site-packages",
+                                                                     "dist-packages"):
+            continue
+        real = os.path.realpath(entry)
+        if os.path.isdir(real) and real not in out and not _is_inside(real, roots) \
+                and not real.startswith("/usr/"):
+            out.append(real)
+    return tuple(out)
+
+
+def _python_binds() -> tuple[str, ...]:
+    """Folders bound read-only, beyond :meth:`BwrapCommand.system`, for the interpreter."""
+    return extra_site_dirs()
+
+
 @functools.cache
 def _hidden_package_dirs() -> tuple[str, ...]:
     """Folders of installed rgym plugins (task packs hold hidden grader files) inside
     the interpreter's folders: workers must not see them."""
     from importlib.metadata import entry_points
 
-    roots = [os.path.realpath(r) for r in interpreter_paths()]
+    roots = [os.path.realpath(r) for r in [*interpreter_paths(), *_python_binds()]]
     out: set[str] = set()
     seen: set[str] = set()
     for ep in entry_points(group="rgym"):
@@ -190,10 +278,14 @@ def grader_command(bwrap: str, *, eval_root: Path, uid: int | None,
                    env: Mapping[str, str]) -> BwrapCommand:
     """The grader's sandbox: the system and the interpreter read-only, the evaluation
     folder read-write at ``/eval``, a private ``/tmp``, no network."""
-    return (BwrapCommand(bwrap=bwrap, uid=uid, gid=uid, env=dict(env), chdir=gp.EVAL_MOUNT)
-            .system()
-            .bind(eval_root, gp.EVAL_MOUNT)
-            .tmpfs("/tmp"))
+    # The private /tmp first: an interpreter (a venv) under the host's /tmp is bound
+    # on top of it by system() and _python_binds(), and stays visible.
+    cmd = (BwrapCommand(bwrap=bwrap, uid=uid, gid=uid, env=dict(env), chdir=gp.EVAL_MOUNT)
+           .tmpfs("/tmp")
+           .system())
+    for path in _python_binds():
+        cmd.ro_bind(path)
+    return cmd.bind(eval_root, gp.EVAL_MOUNT)
 
 
 def worker_command(bwrap: str, *, uid: int | None) -> BwrapCommand:
@@ -202,9 +294,11 @@ def worker_command(bwrap: str, *, uid: int | None) -> BwrapCommand:
     (``@WORKDIR@``), a private ``/tmp``, no network."""
     cmd = (BwrapCommand(bwrap=bwrap, uid=uid, gid=uid, env={"HOME": gp.WORKER_MOUNT},
                         chdir=gp.WORKER_MOUNT)
-           .system()
-           .bind(WORKDIR_TOKEN, gp.WORKER_MOUNT)
-           .tmpfs("/tmp"))
+           .tmpfs("/tmp")  # first: a venv under the host's /tmp is bound on top of it
+           .system())
+    for path in _python_binds():
+        cmd.ro_bind(path)
+    cmd.bind(WORKDIR_TOKEN, gp.WORKER_MOUNT)
     for path in _hidden_package_dirs():
         cmd.tmpfs(path, mode=0o755)
     return cmd
@@ -240,8 +334,9 @@ def _python_facts() -> dict[str, Any]:
     """This interpreter's prefixes and site folders, for the fast launcher."""
     import site
 
-    return {"prefix": sys.prefix, "exec_prefix": sys.exec_prefix,
-            "site_dirs": [d for d in site.getsitepackages() if os.path.isdir(d)]}
+    dirs = [d for d in site.getsitepackages() if os.path.isdir(d)]
+    dirs += [d for d in extra_site_dirs() if d not in dirs]
+    return {"prefix": sys.prefix, "exec_prefix": sys.exec_prefix, "site_dirs": dirs}
 
 
 def _worker_env() -> dict[str, str]:

@@ -105,6 +105,18 @@ def confinement() -> Confinement:
         "or run rgym as root")
 
 
+@functools.cache
+def _reachable_interpreter() -> None:
+    """Without bubblewrap the leased uid runs the interpreter from the host's file
+    system: grant traverse-only permission (``o+x``) on closed folders above it and
+    above the site folders (a venv under pytest's ``/tmp/pytest-of-root``, under
+    ``/root``), with one warning naming them."""
+    from rgym_core.grader_confinement import grant_traverse
+
+    grant_traverse([sys.executable, _real(sys.executable), sys.prefix, sys.base_prefix,
+                    sys.exec_prefix, *site_dirs()])
+
+
 _warned: set[str] = set()
 
 
@@ -388,6 +400,7 @@ def plan_launch(registry: Any, agent_distribution: str, *,
             return plan
         # root without bubblewrap: a leased uid, no network, a private scratch folder
         assert user is not None
+        _reachable_interpreter()
         scratch = tempfile.mkdtemp(prefix="rgym-agent-")
         os.chown(scratch, user.uid, user.gid)
         os.chmod(scratch, 0o700)

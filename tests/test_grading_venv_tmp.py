@@ -1,0 +1,55 @@
+"""An interpreter in a virtualenv under a closed folder of ``/tmp`` runs whole episodes.
+
+pytest's ``tmp_path`` lies under ``/tmp/pytest-of-USER`` (mode 0700); a user's venv
+often lies under ``$HOME``.  Graders, workers, agent processes and the local sandbox
+put a private ``/tmp`` over the host's and run as other uids: the interpreter must stay
+visible under bubblewrap (the tmpfs goes first, the interpreter is bound on top) and
+reachable by the leased uids without it (traverse-only ``o+x`` on the folders in the
+way, with a warning).  Each case runs ``rgym/demo`` with the baseline agent, graded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from rgym_core.testing import run_cli
+from rgym_core.testing.venvs import ChildEnv
+
+CASES = [
+    pytest.param({}, "none", id="bubblewrap"),
+    pytest.param({}, "process", id="bubblewrap-agent-process"),
+    pytest.param({"RGYM_BWRAP": "0"}, "none", id="no-bubblewrap"),
+    pytest.param({"RGYM_BWRAP": "0"}, "process", id="no-bubblewrap-agent-process"),
+]
+
+
+@pytest.mark.parametrize(("env", "isolation"), CASES)
+def test_a_venv_under_a_closed_tmp_folder_runs_and_grades_the_demo(
+        tmp_path: Path, env: dict[str, str], isolation: str) -> None:
+    if env.get("RGYM_BWRAP") == "0" and os.geteuid() != 0:
+        pytest.skip("without bubblewrap only root confines (leased uids)")
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    venv = ChildEnv.create(closed / "venv")
+    runs = tmp_path / "runs"
+    done = run_cli("run", "rgym/demo", "--agent", "baseline", "--agent-isolation", isolation,
+                   "--runs-dir", str(runs), "--json", python=venv.python, cwd=tmp_path,
+                   env={**env, "VIRTUAL_ENV": str(venv.root)}, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["status"] == "submitted", result
+    assert result["error"] is None, result["error"]
+    assert result["final_scores"]["r2"] > 0.5, result
+    gradings = result["scores"]
+    assert gradings and gradings[-1]["kind"] == "submit"
+    assert all(g["valid"] and g["confined"] is True for g in gradings), gradings
+    assert "grading is NOT confined" not in done.stderr
+    if env.get("RGYM_BWRAP") == "0":
+        assert stat.S_IMODE(closed.stat().st_mode) == 0o701  # traverse only, never list
+    else:  # bubblewrap needs no change on the host
+        assert stat.S_IMODE(closed.stat().st_mode) == 0o700
