@@ -27,7 +27,7 @@ def outcomes(tmp_path_factory):
     return run_corpus(tmp_path_factory.mktemp("corpus") / "runs")
 
 
-@pytest.mark.timeout(1500)  # the module's 23 episodes run in this test's fixture
+@pytest.mark.timeout(1200)  # the module's 23 episodes run in this test's fixture
 def test_precision(outcomes):
     report = "\n".join(precision_lines(outcomes))
     print(report)
