@@ -10,14 +10,22 @@ from its own ``task.yaml`` and a dataset ``researchgym/<task>`` (form
     def prepare(spec, cache_dir, data_dir):
         return prepare_dataset(LAYOUT, spec, cache_dir, data_dir)
 
-and the task mounts that dataset (``datasets: [{id: researchgym/<task>, mount:
-.researchgym}]``).  :func:`researchgym_task` points the task's
-``starter_files`` at :func:`~rgym_researchgym.prepare.workspace_path`: the
-runner prepares datasets before it lays out the sandbox, so the verified
-starter repository is in place when the workspace is copied.
+The task's ``task.yaml`` is complete on its own (``rgym check-pack`` and
+``rgym_core.testing.grade`` read it directly)::
 
-Every task's grader gets ``grader/rgym_confined.py`` (:data:`CONFINED_MODULE`),
-the one function through which ResearchGym graders run agent code.
+    starter_files: null
+    datasets:
+      - {id: researchgym/<task>, mount: .researchgym, starter: true}
+    grader:
+      include: {"module:rgym_confined": rgym_confined.py}   # graders that run agent code
+
+The dataset is the starter (``starter: true``): the runner prepares it (verified
+against the pinned tree, test files moved out) and copies its ``starter`` folder,
+the prepared workspace, into the agent's workspace; nothing machine-specific is
+written into the spec.  ``grader/rgym_confined.py`` (:data:`CONFINED_INCLUDE`) is
+the one function through which ResearchGym graders run agent code, included by
+module name from this distribution.  :func:`researchgym_task` checks that
+``task.yaml`` (and each profile) says so.
 
 The leakage policy: ``tool_config.literature``/``pdf`` in ``task.yaml`` hold the
 paper's identifiers written by the pack (always active); :func:`researchgym_task`
@@ -26,6 +34,7 @@ prepared task's ``private/leakage_policy.json`` (the verified
 ``blocked_urls.yaml`` converted: ``urls`` as ``*url*`` globs, ``patterns`` as
 given, arXiv ids as blocked papers).  The literature and PDF tools read it when
 they start, after the runner prepared the dataset; a missing file fails closed.
+Per-profile sub-tasks are the core's ``profiles.<name>.subtasks``.
 """
 
 from __future__ import annotations
@@ -42,25 +51,15 @@ from rgym_researchgym.prepare import (
     default_cache_dir,
     entry_path,
     prepare_task,
-    workspace_path,
 )
 
 PROFILE_KEYS = ("profiles", "default_profile")
 LEAKAGE_TOOLS = ("literature", "pdf")
 _LEAKAGE_KEYS = ("blocked_url_patterns", "blocked_papers")
 
-#: The stdlib-only helper every ResearchGym grader runs agent code through
-#: (``grader/rgym_confined.py``; see its docstring).
-def _confined_module() -> str:
-    import importlib.util
-
-    found = importlib.util.find_spec("rgym_confined")
-    if found is None or found.origin is None:
-        raise ImportError("rgym_confined is missing: reinstall rgym-researchgym")
-    return found.origin
-
-
-CONFINED_MODULE = _confined_module()
+#: The grader include of the stdlib-only helper through which ResearchGym graders run
+#: agent code (``grader/rgym_confined.py``, resolved from the installed module).
+CONFINED_INCLUDE = {"module:rgym_confined": "rgym_confined.py"}
 
 #: The core's tool_config key shared by every tool that applies a leakage policy.
 LEAKAGE_KEY = "leakage"
@@ -119,13 +118,14 @@ def policy_file(task: str, cache_dir: Path | None = None) -> Path:
 
 
 def researchgym_task(folder: Path, task: str) -> Any:
-    """The TaskSpec of ``folder/task.yaml`` with ``starter_files`` pointing at the
-    prepared workspace of ResearchGym task ``task``, the grader helper
-    ``rgym_confined.py`` included, the verified ``blocked_urls.yaml`` in the
-    leakage policy (``tool_config.leakage.policy_files``) and, when
-    ``folder/subtasks.yaml`` exists, per-profile sub-tasks
-    (:mod:`rgym_researchgym.profile_subtasks`)."""
+    """The TaskSpec of ``folder/task.yaml`` with the verified ``blocked_urls.yaml`` in
+    the leakage policy (``tool_config.leakage.policy_files``).
+
+    Raises ``ValueError`` naming the file when ``task.yaml`` (or one of its
+    profiles) does not mount dataset ``researchgym/<task>`` with ``starter: true``,
+    or when a grader that imports ``rgym_confined`` lacks :data:`CONFINED_INCLUDE`."""
     spec = load_task_spec(folder)
+    check_layout(spec, task, folder / "task.yaml")
     tool_config = {name: dict(value) for name, value in spec.tool_config.items()}
     for tool in LEAKAGE_TOOLS:
         tool_config.setdefault(tool, {})
@@ -134,19 +134,25 @@ def researchgym_task(folder: Path, task: str) -> Any:
     policy = str(policy_file(task))
     shared["policy_files"] = files + ([policy] if policy not in files else [])
     tool_config[LEAKAGE_KEY] = shared
-    include = {CONFINED_MODULE: "rgym_confined.py", **spec.grader.include}
-    spec = attrs.evolve(spec, starter_files=str(workspace_path(task)), tool_config=tool_config,
-                        grader=attrs.evolve(spec.grader, include=include))
-    profiles = getattr(spec, "profiles", None)
-    if profiles:  # a profile's grader section is already merged: give it the helper too
-        spec = attrs.evolve(spec, profiles={
-            name: profile if profile.grader is None else attrs.evolve(
-                profile, grader=attrs.evolve(profile.grader, include={
-                    CONFINED_MODULE: "rgym_confined.py", **profile.grader.include}))
-            for name, profile in profiles.items()})
-    from rgym_researchgym.profile_subtasks import with_profile_subtasks
+    return attrs.evolve(spec, tool_config=tool_config)
 
-    return with_profile_subtasks(spec, folder)
+
+def check_layout(spec: Any, task: str, source: Path) -> None:
+    """What every ResearchGym ``task.yaml`` declares (see the module docstring)."""
+    dataset = f"researchgym/{task}"
+    views = [("", spec)] + [(f"profiles['{name}'].", spec.with_profile(name))
+                            for name in getattr(spec, "profiles", {}) or {}]
+    for where, view in views:
+        mount = next((m for m in view.datasets if m.id == dataset), None)
+        if mount is None or not getattr(mount, "starter", False):
+            raise ValueError(f"{source}: {where}datasets: mount '{dataset}' with 'starter: true' "
+                             f"(the prepared ResearchGym workspace is the agent's starter files)")
+        entry = view.path(view.grader.files) / view.grader.entry
+        if entry.is_file() and "rgym_confined" in entry.read_text(encoding="utf-8"):
+            missing = {k: v for k, v in CONFINED_INCLUDE.items() if view.grader.include.get(k) != v}
+            if missing:
+                raise ValueError(f"{source}: {where}grader.include: add "
+                                 f"{{\"module:rgym_confined\": rgym_confined.py}} (the grader imports it)")
 
 
 def merge_leakage(task: str, leakage: dict[str, Any]) -> None:
@@ -157,11 +163,14 @@ def merge_leakage(task: str, leakage: dict[str, Any]) -> None:
 def prepare_dataset(layout: TaskLayout, spec: Any, cache_dir: Path | None,
                     data_dir: Path | None) -> Any:
     """A dataset ``prepare`` for ``layout``: the verified, cached task as a
-    ``PreparedDataset`` (public: ``source.json``; private: the hidden files)."""
+    ``PreparedDataset`` (public: ``source.json``; private: the hidden files;
+    starter: the workspace, copied writable for the agent when mounted with
+    ``starter: true``)."""
     from rgym_core.specs import PreparedDataset
 
     prepared = prepare_task(layout, cache_dir or default_cache_dir(), data_dir)
-    return PreparedDataset(id=spec.id, public=prepared.public, private=prepared.private)
+    return PreparedDataset(id=spec.id, public=prepared.public, private=prepared.private,
+                           starter=prepared.workspace)
 
 
 def prepared(layout: TaskLayout, data_dir: Path | None = None,

@@ -161,7 +161,7 @@ name: test task
 description: a task of the loader's tests
 starter_files: null
 metrics: [{name: f1, direction: maximize, primary: true}]
-datasets: [{id: researchgym/materials-tokenization, mount: .researchgym}]
+datasets: [{id: researchgym/materials-tokenization, mount: .researchgym, starter: true}]
 tool_config:
   literature: {blocked_papers: ["own-id"]}
 """
@@ -196,3 +196,32 @@ def test_blocked_urls_reach_the_tools_through_policy_files(tmp_path: Path,
         assert not policy.url_blocked("https://arxiv.org/abs/1810.04805")
     assert "own-id" in task_policy(spec.tool_config, "literature", base_dir=folder).blocked_ids
     assert json.dumps(spec.tool_config, sort_keys=True) == before
+
+
+def test_task_yaml_must_take_its_starter_files_from_the_prepared_task(tmp_path: Path) -> None:
+    """The prepared workspace is the starter (``starter: true``), in the task and every
+    profile; a grader that imports rgym_confined includes it by module name."""
+    from rgym_researchgym.pack import researchgym_task
+
+    folder = tmp_path / "task"
+    (folder / "grader").mkdir(parents=True)
+    (folder / "grader" / "evaluate.py").write_text("import rgym_confined\n")
+    base = TASK_YAML.replace("tool_config:", "grader: {include: {'module:rgym_confined': rgym_confined.py}}\n"
+                                             "tool_config:")
+    (folder / "task.yaml").write_text(base)
+    spec = researchgym_task(folder, "materials-tokenization")
+    assert spec.starter_dataset is not None and spec.starter_files is None
+    assert spec.path("module:rgym_confined").name == "rgym_confined.py"
+    no_starter = base.replace(", starter: true", "")
+    (folder / "task.yaml").write_text(no_starter)
+    with pytest.raises(ValueError, match=r"datasets: mount 'researchgym/materials-tokenization' with "
+                                         r"'starter: true'"):
+        researchgym_task(folder, "materials-tokenization")
+    profile = base + ("profiles:\n  cpu:\n    datasets: [{id: researchgym/materials-tokenization, "
+                      "mount: .researchgym}]\n")
+    (folder / "task.yaml").write_text(profile)
+    with pytest.raises(ValueError, match=r"profiles\['cpu'\]\.datasets"):
+        researchgym_task(folder, "materials-tokenization")
+    (folder / "task.yaml").write_text(TASK_YAML)
+    with pytest.raises(ValueError, match="grader.include: add"):
+        researchgym_task(folder, "materials-tokenization")

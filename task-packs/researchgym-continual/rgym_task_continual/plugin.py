@@ -8,15 +8,13 @@ from pathlib import Path
 from rgym_researchgym.pack import researchgym_task
 
 from rgym_core import DatasetSpec, TaskSpec, hookimpl, load_dataset
-from rgym_task_continual.profile_subtasks import with_profile_subtasks
 
 HERE = Path(__file__).parent
 
 
 @hookimpl
 def rgym_register_tasks() -> list[TaskSpec]:
-    folder = HERE / "tasks" / "continual-learning"
-    return [with_profile_subtasks(researchgym_task(folder, "continual-learning"), folder)]
+    return [researchgym_task(HERE / "tasks" / "continual-learning", "continual-learning")]
 
 
 @hookimpl

@@ -8,15 +8,13 @@ from pathlib import Path
 from rgym_researchgym.pack import researchgym_task
 
 from rgym_core import DatasetSpec, TaskSpec, hookimpl, load_dataset
-from rgym_task_replay.profile_subtasks import with_profile_subtasks
 
 HERE = Path(__file__).parent
 
 
 @hookimpl
 def rgym_register_tasks() -> list[TaskSpec]:
-    folder = HERE / "tasks" / "improving-replay-buffers"
-    return [with_profile_subtasks(researchgym_task(folder, "improving-replay-buffers"), folder)]
+    return [researchgym_task(HERE / "tasks" / "improving-replay-buffers", "improving-replay-buffers")]
 
 
 @hookimpl
