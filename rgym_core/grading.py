@@ -24,6 +24,8 @@ score file the agent wrote in its workspace is never read.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import fnmatch
 import json
 import math
@@ -32,7 +34,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -85,17 +87,32 @@ class Grader:
                                f"in {task.root}")
         self.grader_dir = grader_dir
         self.includes = resolve_includes(task)
-        if os.geteuid() == 0:
-            # The agent's commands run as an unprivileged user: make the hidden files and
-            # the private dataset parts readable by root only, wherever they are installed.
-            restrict_to_owner(grader_dir)
+        self._guard: HiddenFromOthers | None = None
+        if agent_reads_host_files(sandbox):
+            # The agent's commands run as an unprivileged uid on the host's file system
+            # (the local sandbox without bubblewrap): close the hidden files and the
+            # private dataset parts to other users for the episode, and give them their
+            # modes back when it ends (close()).  Sandboxes with their own file system
+            # view (bubblewrap, containers) never see them: nothing is changed there.
+            paths = [grader_dir]
             starter = task.path(task.starter_files)
             for source in self.includes.values():
                 if starter is None or not source.is_relative_to(starter.resolve()):
-                    restrict_to_owner(source)  # a starter file shared with the grader stays public
-            for prepared in datasets.values():
-                if prepared.private is not None:
-                    restrict_to_owner(prepared.private)
+                    paths.append(source)  # a starter file shared with the grader stays public
+            paths += [p.private for p in datasets.values() if p.private is not None]
+            self._guard = HiddenFromOthers(paths)
+
+    def close(self) -> None:
+        """Give what the episode closed to other users its modes back (idempotent)."""
+        guard, self._guard = self._guard, None
+        if guard is not None:
+            guard.release()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
     # -- layout ---------------------------------------------------------------
 
@@ -315,8 +332,155 @@ def glob_match(rel: str, pattern: str) -> bool:
     return pattern.startswith("**/") and glob_match(rel, pattern[3:])
 
 
+def agent_reads_host_files(sandbox: Sandbox) -> bool:
+    """True when the sandbox runs agent commands as another uid straight on the
+    host's file system (the local sandbox's ``uid`` mode: root without bubblewrap),
+    where file modes are all that keeps them from a task's hidden files."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        mode = getattr(sandbox, "mode", None)
+    except Exception:  # noqa: BLE001 - not started
+        return False
+    return mode == "uid"
+
+
+#: Where root keeps the original modes of folders closed during episodes.
+GUARD_DIR = Path(os.environ.get("RGYM_GUARD_DIR", "/run/rgym/hidden"))
+
+
+def _tree_modes(path: Path) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for sub in [path, *path.rglob("*")] if path.is_dir() else [path]:
+        try:
+            st = sub.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISLNK(st.st_mode):
+            out[str(sub.relative_to(path)) if sub != path else "."] = stat.S_IMODE(st.st_mode)
+    return out
+
+
+class HiddenFromOthers:
+    """Remove the permissions of "others" (``o-rwx``) on folder trees (or files) for
+    as long as an episode needs it, and give every file its own mode back when the
+    last holder on this machine releases it.
+
+    Installed packs are never left changed: the original modes are kept in
+    :data:`GUARD_DIR` (``<sha>.json``) before anything changes, each live holder
+    holds an ``flock`` on its own file (``<sha>.holders/``), and the last one to
+    release restores the modes; a holder that died (SIGKILL) is noticed by the next
+    episode or release, which restores for it (:func:`restore_abandoned`).  Owner and
+    group keep their access (the agent's uid has neither)."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        GUARD_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
+        restore_abandoned()
+        self._held: list[tuple[Path, int]] = []
+        for path in dict.fromkeys(Path(p).resolve() for p in paths):
+            key = _guard_key(path)
+            with _locked(key):
+                record = GUARD_DIR / f"{key}.json"
+                if not record.exists():
+                    _write_atomic(record, json.dumps({"path": str(path), "modes": _tree_modes(path)}))
+                holders = GUARD_DIR / f"{key}.holders"
+                holders.mkdir(exist_ok=True, mode=0o700)
+                fd = os.open(holders / f"{os.getpid()}-{id(self)}-{time.monotonic_ns()}",
+                             os.O_CREAT | os.O_RDWR, 0o600)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._held.append((path, fd))
+                for name, mode in _tree_modes(path).items():
+                    target = path if name == "." else path / name
+                    try:
+                        os.chmod(target, mode & ~0o007)
+                    except OSError:
+                        pass
+
+    def release(self) -> None:
+        held, self._held = self._held, []
+        for path, fd in held:
+            key = _guard_key(path)
+            with _locked(key):
+                holder = Path(os.readlink(f"/proc/self/fd/{fd}"))
+                os.close(fd)
+                holder.unlink(missing_ok=True)
+                _restore_if_unheld(key)
+
+
+def _guard_key(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(str(path).encode()).hexdigest()[:32]
+
+
+@contextlib.contextmanager
+def _locked(key: str) -> Iterator[None]:
+    fd = os.open(GUARD_DIR / f"{key}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _restore_if_unheld(key: str) -> bool:
+    """With the key's lock held: drop dead holders; when none is left, restore the
+    recorded modes and forget them.  True when restored."""
+    holders = GUARD_DIR / f"{key}.holders"
+    for entry in list(holders.iterdir()) if holders.is_dir() else []:
+        fd = os.open(entry, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a live holder
+        finally:
+            os.close(fd)
+        entry.unlink(missing_ok=True)  # its holder died
+    record = GUARD_DIR / f"{key}.json"
+    try:
+        data = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return False
+    root = Path(data["path"])
+    for name, mode in data["modes"].items():
+        target = root if name == "." else root / name
+        try:
+            if not target.is_symlink():
+                os.chmod(target, mode)
+        except OSError:
+            pass
+    record.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        holders.rmdir()
+    return True
+
+
+def restore_abandoned() -> list[str]:
+    """Restore the modes of trees whose every holder died; return their paths."""
+    out: list[str] = []
+    if not GUARD_DIR.is_dir():
+        return out
+    for record in GUARD_DIR.glob("*.json"):
+        key = record.stem
+        with _locked(key):
+            try:
+                path = json.loads(record.read_text())["path"]
+            except (OSError, ValueError, KeyError):
+                continue
+            if _restore_if_unheld(key):
+                out.append(path)
+    return out
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def restrict_to_owner(path: Path) -> None:
-    """chmod a folder tree to its owner only (dirs 0700, files 0600)."""
+    """chmod a folder tree to its owner only (dirs 0700, files 0600).  Never use it on
+    an installed pack (see :class:`HiddenFromOthers`)."""
     for sub in [path, *path.rglob("*")]:
         if sub.is_symlink():
             continue

@@ -722,6 +722,12 @@ class Episode:
                 self.writer.write("cleanup_error", {"error": repr(exc)})
             if self.info is not None:
                 self.info.sandbox_handle = None  # removed: plugins read workspace.tar.gz now
+        grader = getattr(self, "grader", None)
+        if grader is not None and hasattr(grader, "close"):
+            try:
+                grader.close()  # gives hidden files closed for the episode their modes back
+            except Exception as exc:  # noqa: BLE001
+                self.writer.write("cleanup_error", {"error": repr(exc)})
         result.ended_at = time.time()
         result.duration_s = round(result.ended_at - result.started_at, 3)
         write_result(self.run_dir, result)
