@@ -451,7 +451,7 @@ def run_details(path: Path) -> dict[str, Any]:
         data["end"] = {"status": str(r.status), "end_reason": str(r.end_reason or ""),
                        "why": r.end_reason.describe if r.end_reason else "",
                        "final_scores": r.final_scores, "error": r.error,
-                       "agent_error": r.agent_error}
+                       "agent_error": r.agent_error, "isolation": r.isolation.summary() if r.isolation else None}
     return data
 
 
@@ -486,7 +486,7 @@ def show_run(path: Path, as_json: bool = False) -> None:
         echo(f"  started:  {_started(s.started_at)}")
     if end and end.get("final_scores"):
         echo("  final scores: " + ", ".join(f"{k}={_num(v, 6)}" for k, v in end["final_scores"].items()))
-    for key in ("error", "agent_error"):
+    for key in ("isolation", "error", "agent_error"):
         if end and end.get(key):
             echo(f"  {key.replace('_', ' ')}: {end[key]}")
     if details.get("trajectory_error"):
