@@ -222,6 +222,56 @@ def _subtasks(value: Any) -> list[SubTask]:
 
 
 @define
+class IsolationInfo:
+    """How an episode was isolated (``EpisodeResult.isolation``).
+
+    ``agent``: the agent isolation asked for (``--agent-isolation``: ``none`` = in the
+    runner's process, ``process`` = a separate confined process); ``agent_confinement``:
+    what the process mode got on this machine (``bubblewrap+uid``, ``bubblewrap``,
+    ``uid``); ``sandbox``: the sandbox's isolation mode (local: ``bubblewrap``, ``uid``,
+    ``none``; Docker: ``container``...); ``sandbox_detail``: the backend's own words."""
+
+    agent: str = "none"
+    agent_confinement: str | None = None
+    sandbox: str | None = None
+    sandbox_detail: str | None = None
+
+    @classmethod
+    def of(cls, agent_isolation: str, agent: Any, sandbox: Any,
+           facts: Any = None) -> IsolationInfo:
+        """Read it off a running episode's agent and sandbox (``facts``: its
+        ``describe()``, when already at hand)."""
+        confinement = getattr(agent, "confinement", None)
+        agent_mode = getattr(confinement, "mode", confinement)
+        detail = None
+        try:
+            facts = facts if facts is not None else sandbox.describe()
+            detail = facts.get("isolation") if hasattr(facts, "get") else None
+        except Exception:  # noqa: BLE001 - a backend without facts
+            pass
+        try:
+            mode = getattr(sandbox, "mode", None)
+        except Exception:  # noqa: BLE001 - not started
+            mode = None
+        if not isinstance(mode, str):
+            text = str(detail or "").lower()
+            mode = ("container" if "container" in text else
+                    "bubblewrap" if "bubblewrap" in text else (str(detail) if detail else None))
+        return cls(agent=agent_isolation, agent_confinement=None if agent_mode is None else
+                   str(agent_mode), sandbox=mode, sandbox_detail=None if detail is None
+                   else str(detail))
+
+    def summary(self) -> str:
+        """One line, e.g. ``agent: process (bubblewrap+uid); sandbox: bubblewrap``."""
+        agent = self.agent + (f" ({self.agent_confinement})" if self.agent_confinement else "")
+        sandbox = self.sandbox or "unknown"
+        detail = self.sandbox_detail
+        if detail and detail != sandbox:
+            sandbox = detail if detail.startswith(sandbox) else f"{sandbox} ({detail})"
+        return f"agent: {agent}; sandbox: {sandbox}"
+
+
+@define
 class EpisodeResult:
     """The outcome of one episode, written to ``result.json``.
 
@@ -262,6 +312,8 @@ class EpisodeResult:
     tags: dict[str, str] = field(factory=dict)
     profile: str | None = None
     extras: dict[str, Any] = field(factory=dict)
+    #: How the agent and its sandbox were isolated (None: an older rgym).
+    isolation: IsolationInfo | None = None
 
     @property
     def primary_score(self) -> float | None:

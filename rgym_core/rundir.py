@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import define, field
 
-from rgym_core.records import EndReason, EpisodeResult, ExitStatus, ScoreRecord, Step
+from rgym_core.records import EndReason, EpisodeResult, ExitStatus, IsolationInfo, ScoreRecord, Step
 from rgym_core.serialization import SpecError, dumps, structure, unstructure
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONFIG_FILE", "GRADER_DIR", "RESULT_FILE", "TRAJECTORY_FILE", "WORKSPACE_ARCHIVE",
-    "EndReason", "EpisodeResult", "ExitStatus", "Owner", "RunDir", "RunDirError", "RunState",
+    "EndReason", "EpisodeResult", "ExitStatus", "IsolationInfo", "Owner", "RunDir", "RunDirError", "RunState",
     "TrajectoryWriter", "archive_workspace", "create_run_dir", "export_workspace",
     "archive_folder", "extract_workspace", "is_run_dir", "iter_numbered_records", "iter_records", "iter_run_dirs", "read_result",
     "read_steps", "run_dir_path", "write_config", "write_result",

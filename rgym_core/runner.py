@@ -63,6 +63,7 @@ from rgym_core.records import (
     EndReason,
     EpisodeResult,
     ExitStatus,
+    IsolationInfo,
     Observation,
     ScoreRecord,
     Step,
@@ -499,6 +500,7 @@ class Episode:
                     self.writer.write("sandbox", {"backend": self.sandbox_name,
                                                   "workspace": sandbox.workspace,
                                                   "host_workspace": _host_workspace(sandbox)})
+                    result.isolation = IsolationInfo.of(self.config.agent_isolation, agent, sandbox)
                     spec = self.registry.sandbox(self.sandbox_name)
                     self.grader = make_grader(self.task, sandbox, datasets, self.run_dir,
                                               isolated=spec.isolated_grading,
