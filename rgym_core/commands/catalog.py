@@ -177,6 +177,40 @@ def show_run_dir(path: Path, as_json: bool) -> None:
             click.echo(f"{key}: {value}")
 
 
+def sandbox_limits(registry: Registry, spec: TaskSpec) -> dict[str, dict[str, str]]:
+    """What each installed sandbox backend would enforce for the task's (resolved)
+    resources with no ``--sandbox-option``: ``{backend: {limit: text}}`` (memory,
+    processes, workspace, cpus...).  A backend that does not describe its limits
+    gets ``{}``; one whose description fails gets ``{"error": ...}``."""
+    out: dict[str, dict[str, str]] = {}
+    try:
+        table = registry.sandboxes
+    except RegistryError as exc:
+        return {"?": {"error": str(exc)}}
+    for name in sorted(table):
+        describe = getattr(table[name].item, "limits", None)
+        if describe is None:
+            out[name] = {}
+            continue
+        try:
+            out[name] = {str(k): str(v) for k, v in dict(describe(spec.resources, {})).items()}
+        except Exception as exc:  # noqa: BLE001 - a plugin's bug must not break `rgym show`
+            out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    return out
+
+
+def limits_lines(limits: dict[str, dict[str, str]]) -> list[str]:
+    """``limits per sandbox:`` and one line per backend."""
+    if not limits:
+        return []
+    lines = ["limits per sandbox (no --sandbox-option):"]
+    for name, items in limits.items():
+        text = "; ".join(f"{k} {v}" for k, v in items.items()) if items else \
+            "not described by the backend"
+        lines.append(f"  {name}: {text}")
+    return lines
+
+
 @click.command("show")
 @click.argument("task")
 @click.option("--profile", default=None, help="Show the task as this profile configures it.")
@@ -199,9 +233,11 @@ def show_cmd(ctx: click.Context, task: str, profile: str | None, as_json: bool) 
         spec: TaskSpec = reg.item if profile is None else reg.item.with_profile(profile)
     except (RegistryError, SpecError) as exc:
         raise click.UsageError(str(exc)) from None
+    limits = sandbox_limits(registry, spec)
     if as_json:
         data = unstructure(spec)
         data["distribution"] = reg.distribution
+        data["sandbox_limits"] = limits
         click.echo(json.dumps(data, indent=2, default=str))
         return
     from rich.console import Console
@@ -220,6 +256,8 @@ def show_cmd(ctx: click.Context, task: str, profile: str | None, as_json: bool) 
     console.print(table)
     console.print(f"budget: {_budget_text(spec.budget)}", highlight=False)
     console.print(f"resources: {_resources_text(spec.resources)}", highlight=False)
+    for line in limits_lines(limits):
+        console.print(escape(line), highlight=False, soft_wrap=True)
     if spec.datasets:
         console.print("datasets: " + ", ".join(f"{d.id} -> {d.mount}/" for d in spec.datasets),
                       highlight=False)

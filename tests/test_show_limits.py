@@ -1,0 +1,57 @@
+"""``rgym show TASK`` prints what each installed sandbox backend would enforce for the
+task (``SandboxSpec.limits(task.resources, {})``), also in ``--json``."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from rgym_core.commands.catalog import limits_lines, sandbox_limits
+from rgym_core.registry import load_registry
+from rgym_core.testing import run_cli, run_json
+
+
+def test_show_prints_the_limits_of_every_backend() -> None:
+    registry = load_registry()
+    task = registry.resolve("tasks", "rgym/demo").item
+    expected = sandbox_limits(registry, task)
+    assert "rgym/local" in expected
+    assert expected["rgym/local"]["workspace"].startswith(f"{task.resources.disk_mb} MB")
+    data = run_json("show", "rgym/demo")
+    assert data["sandbox_limits"] == expected
+    shown = run_cli("show", "rgym/demo")
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert "limits per sandbox" in out
+    for name, items in expected.items():
+        line = next(x for x in out.splitlines() if x.strip().startswith(f"{name}:"))
+        for key in items:
+            assert key in line
+    if "docker/docker" in expected:  # the Docker backend's resolved limits (DKR's request)
+        docker = expected["docker/docker"]
+        assert {"memory", "processes", "workspace", "cpus"} <= set(docker)
+
+
+def test_a_profile_s_resources_are_resolved() -> None:
+    registry = load_registry()
+    task = registry.resolve("tasks", "rgym/demo").item
+    import attrs
+
+    bigger = attrs.evolve(task, resources=attrs.evolve(task.resources, disk_mb=4321))
+    assert sandbox_limits(registry, bigger)["rgym/local"]["workspace"].startswith("4321 MB")
+
+
+def test_a_backend_without_or_with_broken_limits() -> None:
+    def broken(resources: Any, options: Any) -> dict[str, str]:
+        raise RuntimeError("boom")
+
+    fake = SimpleNamespace(sandboxes={
+        "a/none": SimpleNamespace(item=SimpleNamespace(limits=None)),
+        "b/broken": SimpleNamespace(item=SimpleNamespace(limits=broken)),
+    })
+    task = SimpleNamespace(resources=None)
+    limits = sandbox_limits(fake, task)  # type: ignore[arg-type]
+    assert limits == {"a/none": {}, "b/broken": {"error": "RuntimeError: boom"}}
+    assert limits_lines(limits) == ["limits per sandbox (no --sandbox-option):",
+                                    "  a/none: not described by the backend",
+                                    "  b/broken: error RuntimeError: boom"]
