@@ -57,10 +57,34 @@ def retrieve(queries, gallery, direction):
 
 
 def test_adaptation_beats_the_source_model(tmp_path: Path) -> None:
+    """Centering is the cpu profile's recorded reference solution: it reproduces the
+    reference scores, and the run carries the cpu profile's own sub-tasks, both graded."""
     result = scripted(tmp_path, f"cat > rgym_tta.py <<'END'\n{CENTERING}\nEND")
-    recorded = yaml.safe_load(TASK_YAML.read_text())["profiles"]["cpu"]["baseline"]["scores"]
+    cpu = yaml.safe_load(TASK_YAML.read_text())["profiles"]["cpu"]
     assert result["status"] == "submitted", result.get("error")
-    assert result["final_scores"]["r1"] > recorded["r1"] + 10
+    assert result["final_scores"]["r1"] > cpu["baseline"]["scores"]["r1"] + 10
+    assert result["final_scores"] == pytest.approx(cpu["reference_scores"], abs=1e-6)
+    assert [s["id"] for s in result["subtasks"]] == ["qs-image", "qs-text"]
+    graded = result["scores"][-1]["subtasks"]
+    assert graded == {"qs-image": {"r1": pytest.approx(76.666667)}, "qs-text": {"r1": pytest.approx(69.0)}}
+
+
+def test_check_pack_runs_the_baseline(tmp_path: Path) -> None:
+    """`rgym check-pack` without --fast: task.yaml alone (the prepared task is the dataset's
+    starter) runs the cpu baseline and reproduces its scores; researchgym needs a GPU."""
+    from rgym_core.checks import visible_gpus
+
+    if visible_gpus():
+        pytest.skip("the researchgym profile's baseline would run on this GPU machine (needs its real data)")
+    pack = TASK_YAML.parents[3]
+    proc = run_cli("check-pack", str(pack), "--data-dir", str(DATA), "--json", timeout=600, cwd=tmp_path)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["ok"], [f for f in report["findings"] if not f["ok"]]
+    messages = [f["message"] for f in report["findings"]]
+    assert "baseline r1: measured 40.1667, recorded 40.1667 (within 5e-07)" in messages
+    skipped = [f for f in report["findings"] if f["skipped"]]
+    assert [f["where"].endswith("[profile researchgym]") for f in skipped] == [True]
+    assert "needs 1 GPU(s)" in skipped[0]["message"]
 
 
 FORGED = "| qs_image_blip_base | 99.0 | 99.0 | 99.0 |\nI2TR@1: 99.0\nT2IR@1: 99.0\n"
