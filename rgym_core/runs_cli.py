@@ -112,9 +112,9 @@ def summarize(run: RunDir | Path | str) -> RunSummary:
         out.end_reason = str(r.end_reason) if r.end_reason is not None else None
         out.primary_metric, out.direction = r.primary_metric, str(r.direction)
         out.score = _finite(r.primary_score)
-        metric = r.primary_metric or ""
-        out.baseline = _finite(r.baseline_scores.get(metric))
-        vals = [_finite(s.scores.get(metric)) for s in r.scores if s.kind == "validate" and s.valid]
+        primary = r.primary_metric or ""
+        out.baseline = _finite(r.baseline_scores.get(primary))
+        vals = [_finite(s.scores.get(primary)) for s in r.scores if s.kind == "validate" and s.valid]
         out.validations = sum(1 for s in r.scores if s.kind == "validate")
         for v in vals:
             if v is not None and (out.best_validation is None or better(v, out.best_validation,
@@ -134,13 +134,13 @@ def summarize(run: RunDir | Path | str) -> RunSummary:
         ident = {}
     out.task, out.profile, out.agent = ident.get("task"), ident.get("profile"), ident.get("agent")
     out.model, out.seed, out.run_id = ident.get("model"), ident.get("seed"), ident.get("run_id")
-    metric = None
+    metric: str | None = None
     try:
         config = run.config()
-        task = config.get("task") if isinstance(config.get("task"), dict) else {}
+        task: dict[str, Any] = config["task"] if isinstance(config.get("task"), dict) else {}
         for m in task.get("metrics") or []:
             if isinstance(m, dict) and m.get("primary"):
-                metric = m.get("name")
+                metric = str(m.get("name") or "") or None
                 out.direction = str(m.get("direction") or "maximize")
         out.primary_metric = metric
         baseline = task.get("baseline") or {}
@@ -340,7 +340,7 @@ def runs_table(summaries: Sequence[RunSummary], base: Path | None = None) -> lis
 def _format_table(rows: list[dict[str, str]], columns: list[str]) -> str:
     from rgym_core.commands.catalog import format_table
 
-    return format_table(rows, columns)  # type: ignore[arg-type]
+    return format_table(rows, columns)
 
 
 @click.command("runs")

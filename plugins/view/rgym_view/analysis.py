@@ -7,7 +7,8 @@ trajectory alone:
 
 ``debug_loop``
     the same command (or tool call) failed ``repeat_threshold`` times or more
-    without succeeding in between (edits between the attempts do not break it).
+    without succeeding in between (edits between the attempts do not break it;
+    edits the editor refused count as editor rejections instead).
 ``premature_submit``
     the agent submitted before any valid validation, or right after a validation
     that was worse than its best earlier one (a regression it did not undo).
@@ -266,8 +267,8 @@ def _debug_loops(steps: Sequence[StepFacts], threshold: int) -> list[dict[str, A
                                      f"in between: {key[:160]}"})
 
     for s in steps:
-        if s.kind in ("validate", "submit"):
-            continue
+        if s.kind in ("validate", "submit") or s.rejected:
+            continue  # refused edits are editor rejections, not a debug loop
         if s.failed:
             open_streaks.setdefault(s.key, []).append(s.index)
         elif s.key in open_streaks:
@@ -371,7 +372,7 @@ def analyze_run(run: RunDir, options: AnalysisOptions | None = None,
     findings += _idle(steps, options.idle_s)
     improvement = improvement_pct(s.score, s.baseline, s.direction)
     no_gain = improvement is None or improvement <= 0
-    budget = {}
+    budget: dict[str, Any] = {}
     try:
         budget = run.config().get("budget") or {}
     except RunDirError:

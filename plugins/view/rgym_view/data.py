@@ -150,10 +150,10 @@ def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS) -> dict
         if g["kind"] == "validate" and isinstance(g.get("step"), int):
             by_step[g["step"]] = g
     for entry in steps:
-        g = by_step.get(entry["i"])
-        if g is not None:
-            entry["v"] = {"valid": g["valid"], "scores": g["scores"], "error": g["error"]}
-    result = None
+        graded = by_step.get(entry["i"])
+        if graded is not None:
+            entry["v"] = {"valid": graded["valid"], "scores": graded["scores"], "error": graded["error"]}
+    result: dict[str, Any] | None = None
     if run.result_path.is_file():
         try:
             r = run.result()
@@ -164,10 +164,10 @@ def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS) -> dict
                       "reference_scores": dict(r.reference_scores), "sandbox": r.sandbox}
         except RunDirError as exc:
             problem = str(exc)
-    budget = {}
+    budget: dict[str, Any] = {}
     try:
         config = run.config()
-        budget = config.get("budget") if isinstance(config.get("budget"), dict) else {}
+        budget = config["budget"] if isinstance(config.get("budget"), dict) else {}
     except RunDirError:
         pass
     return {"steps": steps, "gradings": gradings, "events": events, "prompt": prompt, "start": start,
@@ -204,11 +204,11 @@ def load(paths: Iterable[Path | str], *, with_steps: bool = True,
          max_output_chars: int = MAX_OUTPUT_CHARS) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None]]:
     """``(run rows, trajectories)`` of every run under ``paths`` (trajectories ``None``
     when ``with_steps`` is False)."""
-    paths = [Path(p) for p in paths]
-    base = paths[0] if len(paths) == 1 and paths[0].is_dir() else None
+    targets = [Path(p) for p in paths]
+    base = targets[0] if len(targets) == 1 and targets[0].is_dir() else None
     rows: list[dict[str, Any]] = []
     trajectories: list[dict[str, Any] | None] = []
-    for index, run in enumerate(iter_runs(paths)):
+    for index, run in enumerate(iter_runs(targets)):
         summary = summarize(run)
         rows.append(summary_row(summary, index, base))
         trajectories.append(trajectory(run, max_output_chars=max_output_chars) if with_steps else None)

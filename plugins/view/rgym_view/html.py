@@ -51,7 +51,7 @@ def build_html(rows: list[dict[str, Any]], trajectories: Sequence[dict[str, Any]
     meta = {"title": title or f"rgym runs: {source}", "source": source, "generated": time.time(),
             "runs": rows, "live": live, "version": version, "poll_s": poll_s}
     parts = []
-    for row, traj in zip(rows, trajectories):
+    for row, traj in zip(rows, trajectories, strict=True):
         if traj is None:
             continue
         encoding, payload = _encode(traj, compress)
@@ -59,7 +59,7 @@ def build_html(rows: list[dict[str, Any]], trajectories: Sequence[dict[str, Any]
                      f'data-encoding="{encoding}">{payload}</script>')
     page = _asset("viewer.html")
     # the data goes last: no replacement runs over it
-    for key, value in (("@@TITLE@@", _html_text(meta["title"])), ("@@CSS@@", _asset("viewer.css")),
+    for key, value in (("@@TITLE@@", _html_text(str(meta["title"]))), ("@@CSS@@", _asset("viewer.css")),
                        ("@@JS@@", _asset("viewer.js").replace("</script", "<\\/script"))):
         page = page.replace(key, value)
     head, _, rest = page.partition("@@META@@")
@@ -99,11 +99,11 @@ def write_viewer(paths: Sequence[Path | str], output: Path | str | None = None, 
                  title: str | None = None) -> tuple[Path, int]:
     """Write the viewer of every run under ``paths``; returns ``(file, number of runs)``.
     The file is replaced atomically."""
-    paths = [Path(p) for p in paths]
-    out = Path(output) if output is not None else default_output(paths)
-    version = fingerprint(paths) if live else ""
-    rows, trajectories = view_data.load(paths, with_steps=with_steps, max_output_chars=max_output_chars)
-    source = ", ".join(str(p) for p in paths)
+    targets = [Path(p) for p in paths]
+    out = Path(output) if output is not None else default_output(targets)
+    version = fingerprint(targets) if live else ""
+    rows, trajectories = view_data.load(targets, with_steps=with_steps, max_output_chars=max_output_chars)
+    source = ", ".join(str(p) for p in targets)
     page = build_html(rows, trajectories, source=source, title=title, compress=compress, live=live,
                       version=version)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,7 @@ import json
 import math
 import zipfile
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ _STOP = {"stop": "stop", "end_turn": "stop", "tool_calls": "tool_calls", "tool_u
 def _iso(ts: float | None) -> str | None:
     if not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts <= 0:
         return None
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat()
+    return datetime.fromtimestamp(ts, UTC).isoformat()
 
 
 def _finite(v: Any) -> float | None:
@@ -109,8 +109,8 @@ def run_to_log(run: RunDir) -> tuple[dict[str, Any], dict[str, Any]]:
     except RunDirError:
         pass
     ident = run.identity()
-    task_cfg = config.get("task") if isinstance(config.get("task"), dict) else {}
-    budget = config.get("budget") if isinstance(config.get("budget"), dict) else {}
+    task_cfg: dict[str, Any] = config["task"] if isinstance(config.get("task"), dict) else {}
+    budget: dict[str, Any] = config["budget"] if isinstance(config.get("budget"), dict) else {}
     run_id = str(ident.get("run_id") or run.path.name)
     task = str(ident.get("task") or "?")
     agent = str(ident.get("agent") or "?")
@@ -133,7 +133,7 @@ def run_to_log(run: RunDir) -> tuple[dict[str, Any], dict[str, Any]]:
         return _iso(ts) or _iso(started_at) or "1970-01-01T00:00:00+00:00", max(0.0, ts - (started_at or ts))
 
     description = str(task_cfg.get("description") or task)
-    events.append({"event": "sample_init", **dict(zip(("timestamp", "working_start"), clock(started_at))),
+    events.append({"event": "sample_init", **dict(zip(("timestamp", "working_start"), clock(started_at), strict=True)),
                    "sample": {"id": 1, "input": description, "target": "",
                               "metadata": {"rgym_run_id": run_id}},
                    "state": {}})
@@ -304,12 +304,12 @@ def run_to_log(run: RunDir) -> tuple[dict[str, Any], dict[str, Any]]:
         status = "error"
     else:
         status = "success"
-    created = _iso(started_at) or datetime.now(timezone.utc).isoformat()
+    created = _iso(started_at) or datetime.now(UTC).isoformat()
     metrics = {}
     if final:
         for name, value in final.items():
             metrics[name] = {"name": name, "value": value, "params": {}}
-    run_cfg = config.get("run") if isinstance(config.get("run"), dict) else {}
+    run_cfg: dict[str, Any] = config["run"] if isinstance(config.get("run"), dict) else {}
     header: dict[str, Any] = {
         "version": LOG_VERSION, "status": status,
         "eval": {"eval_id": _uuid("eval", run_id), "run_id": run_id, "created": created, "task": task,
@@ -348,8 +348,9 @@ def run_to_log(run: RunDir) -> tuple[dict[str, Any], dict[str, Any]]:
 def _summary(sample: dict[str, Any]) -> dict[str, Any]:
     keys = ("id", "epoch", "input", "target", "metadata", "scores", "model_usage", "role_usage",
             "started_at", "completed_at", "total_time", "working_time", "uuid", "turn_count")
-    out = {k: sample.get(k) for k in keys if k in sample}
-    out["input"] = out["input"][:1000] if isinstance(out.get("input"), str) else ""
+    out: dict[str, Any] = {k: sample.get(k) for k in keys if k in sample}
+    text = out.get("input")
+    out["input"] = text[:1000] if isinstance(text, str) else ""
     out["error"] = (sample.get("error") or {}).get("message")
     out["limit"] = (sample.get("limit") or {}).get("type")
     out["completed"] = True
@@ -381,7 +382,7 @@ def log_name(run: RunDir) -> str:
     ident = run.identity()
     start = run.start_record()
     ts = _finite(start.get("started_at"))
-    stamp = datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H-%M-%S+00-00") if ts else "unknown"
+    stamp = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H-%M-%S+00-00") if ts else "unknown"
     task = str(ident.get("task") or "task").replace("/", "-")
     if ident.get("profile"):
         task += f"-{ident['profile']}"

@@ -30,7 +30,7 @@ def _stacked(ax: Any, labels: list[str], series: dict[str, list[float]], xlabel:
     left = [0.0] * len(labels)
     for i, (name, values) in enumerate(series.items()):
         ax.barh(labels, values, left=left, color=_COLOURS[i % len(_COLOURS)], label=name)
-        left = [a + b for a, b in zip(left, values)]
+        left = [a + b for a, b in zip(left, values, strict=True)]
     ax.set_xlabel(xlabel)
     ax.invert_yaxis()
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=min(len(series), 7), fontsize=8,

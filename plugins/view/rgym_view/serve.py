@@ -71,8 +71,9 @@ class ViewerServer:
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        host = f"[{host}]" if ":" in str(host) else host
+        address = self.httpd.server_address
+        host, port = str(address[0]), int(address[1])
+        host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{port}/"
 
     def rebuild_if_changed(self) -> bool:
