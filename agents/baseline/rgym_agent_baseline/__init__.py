@@ -1,5 +1,14 @@
-"""rgym's baseline agent: runs the task's baseline command, then submits."""
+"""rgym's baseline agent: runs the task's baseline command, then submits.
 
-from rgym_agent_baseline.agent import BaselineAgent
+The agent module is imported on first use (fast ``rgym`` start-up)."""
 
-__all__ = ["BaselineAgent"]
+from typing import TYPE_CHECKING
+
+from rgym_core.lazy import lazy_exports
+
+_EXPORTS = {"BaselineAgent": "rgym_agent_baseline.agent"}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # for type checkers and IDEs
+    from rgym_agent_baseline.agent import BaselineAgent

@@ -1,5 +1,15 @@
-"""The ReAct scaffold for rgym (``--agent react``)."""
+"""The ReAct scaffold for rgym (``--agent react``).
 
-from rgym_agent_react.agent import ReactAgent, ReactOptions
+The agent module (and the model client it brings) is imported on first use, so that
+``rgym --help`` / ``rgym list`` stay fast with the plugin installed."""
 
-__all__ = ["ReactAgent", "ReactOptions"]
+from typing import TYPE_CHECKING
+
+from rgym_core.lazy import lazy_exports
+
+_EXPORTS = {"ReactAgent": "rgym_agent_react.agent", "ReactOptions": "rgym_agent_react.agent"}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # for type checkers and IDEs
+    from rgym_agent_react.agent import ReactAgent, ReactOptions
