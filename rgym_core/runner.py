@@ -339,6 +339,11 @@ class Episode:
                         run_dir_path(Path(config.runs_dir), self.task.id, self.agent_name,
                                      config.model, self.run_id, profile=self.profile))
 
+    @property
+    def agent(self) -> Agent | None:
+        """The agent :meth:`prepare` built (None before it, and after :meth:`close`)."""
+        return self._prepared[2] if self._prepared is not None else None
+
     # -- pre-flight -------------------------------------------------------------
 
     def prepare(self) -> None:

@@ -30,6 +30,11 @@ def _parse_pairs(values: tuple[str, ...], option: str) -> dict[str, Any]:
     return out
 
 
+#: ``KEY=VALUE`` pairs -> dict (values parsed as JSON when they parse), for commands
+#: with options of that form (``rgym sweep --executor-option``).
+parse_pairs = _parse_pairs
+
+
 def _once(ctx: click.Context, param: click.Parameter, values: tuple[Any, ...]) -> Any:
     """The value of an option that may be given once (repeating it is an error,
     not "the last one wins")."""
@@ -48,70 +53,99 @@ def once(*decls: str, default: Any = None, **kwargs: Any) -> Any:
     return click.option(*decls, multiple=True, callback=_once, **kwargs)
 
 
+#: ``rgym run`` option names -> :class:`~rgym_core.runner.RunConfig` fields where they differ.
+OPTION_FIELDS = {"time_limit": "time_limit_s", "action_timeout": "action_timeout_s",
+                 "cost_limit": "cost_limit_usd"}
+_PAIR_OPTIONS = {"agent_options": "--agent-option", "sandbox_options": "--sandbox-option",
+                 "datasets": "--dataset", "tags": "--tag"}
+
+_RUN_OPTIONS = [
+    once("--agent", "-a", default="scripted", help="Agent (short or full name)."),
+    once("--model", "-m", help="Model as provider/name (for LLM agents)."),
+    once("--base-url", help="Model endpoint, as OpenAI clients take it (ending in /v1)."),
+    once("--profile", "-p", help="Task profile (`rgym show TASK` lists them; default: the task's)."),
+    once("--sandbox", "-s", default="local", help="Sandbox backend."),
+    once("--agent-isolation", type=click.Choice(["none", "process"]), default="none",
+         help="none: the scaffold runs inside rgym (trusted code); process: in its own confined "
+              "process, with model calls made by rgym (untrusted scaffolds)."),
+    once("--max-steps", type=click.IntRange(min=1), help="Step budget."),
+    once("--time-limit", type=click.FloatRange(min=0, min_open=True), help="Wall-clock budget in seconds."),
+    once("--action-timeout", type=click.FloatRange(min=0, min_open=True),
+         help="Timeout of one action in seconds."),
+    once("--cost-limit", type=click.FloatRange(min=0, min_open=True),
+         help="Model cost budget in USD (enforced before each call)."),
+    once("--token-limit", type=click.IntRange(min=1), help="Token budget."),
+    once("--seed", type=int, help="Seed passed to the agent."),
+    once("--grader-seed", type=int, help="Seed passed to the grader (RGYM_SEED)."),
+    once("--runs-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs"),
+         help="Where run directories are written."),
+    click.option("--tool", "tools", multiple=True, help="Enable a tool or a tool pack (repeatable)."),
+    click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE",
+                 help="Option passed to the agent (repeatable; values parsed as JSON when possible)."),
+    click.option("--sandbox-option", "sandbox_options", multiple=True, metavar="KEY=VALUE",
+                 help="Option passed to the sandbox backend (repeatable)."),
+    click.option("--dataset", "datasets", multiple=True, metavar="MOUNT=DATASET",
+                 help="Run on another registered dataset of the same form."),
+    once("--data-dir", type=click.Path(file_okay=False, path_type=Path), envvar="RGYM_DATA_DIR",
+         help="Folder with one sub-folder per dataset (env RGYM_DATA_DIR)."),
+    click.option("--network/--no-network", default=None,
+                 help="Allow the sandbox network (default: the task's)."),
+    once("--gpus", help="GPUs for the sandbox (docker: 'all' or a count)."),
+    once("--image", help="Container image (docker backend)."),
+    once("--memory", "memory_mb", type=click.IntRange(min=16), help="Memory limit in MB."),
+    once("--cpus", type=click.FloatRange(min=0, min_open=True), help="CPU limit."),
+    once("--pids", type=click.IntRange(min=8), help="Process-count limit."),
+    click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag recorded in the result."),
+]
+
+
+def run_options(func: Any) -> Any:
+    """Decorate a click command with every option of ``rgym run`` (all but the TASK
+    argument, ``--json`` and ``--quiet``), in ``rgym run``'s order.  Turn the values
+    into RunConfig fields with :func:`config_values`."""
+    for option in reversed(_RUN_OPTIONS):
+        func = option(func)
+    return func
+
+
+def config_values(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The values of :func:`run_options` (click's keyword arguments; names absent from
+    ``kwargs`` are skipped) as :class:`~rgym_core.runner.RunConfig` fields: options
+    renamed (:data:`OPTION_FIELDS`), ``KEY=VALUE`` lists parsed (agent/sandbox options
+    as JSON where they parse; datasets and tags as text), ``--tool`` split on commas.
+    Raises ``click.BadParameter`` for a malformed pair."""
+    out: dict[str, Any] = {}
+    for name, value in kwargs.items():
+        if name in _PAIR_OPTIONS:
+            pairs = _parse_pairs(tuple(value or ()), _PAIR_OPTIONS[name])
+            value = pairs if name in ("agent_options", "sandbox_options") else \
+                {k: str(v) for k, v in pairs.items()}
+        elif name == "tools":
+            value = _split_csv(tuple(value or ()))
+        elif name not in OPTION_NAMES:
+            continue
+        out[OPTION_FIELDS.get(name, name)] = value
+    return out
+
+
 @click.command("run")
 @click.argument("task")
-@once("--agent", "-a", default="scripted", help="Agent (short or full name).")
-@once("--model", "-m", help="Model as provider/name (for LLM agents).")
-@once("--base-url", help="Model endpoint, as OpenAI clients take it (ending in /v1).")
-@once("--profile", "-p", help="Task profile (`rgym show TASK` lists them; default: the task's).")
-@once("--sandbox", "-s", default="local", help="Sandbox backend.")
-@once("--agent-isolation", type=click.Choice(["none", "process"]), default="none",
-      help="none: the scaffold runs inside rgym (trusted code); process: in its own confined "
-           "process, with model calls made by rgym (untrusted scaffolds).")
-@once("--max-steps", type=click.IntRange(min=1), help="Step budget.")
-@once("--time-limit", type=click.FloatRange(min=0, min_open=True), help="Wall-clock budget in seconds.")
-@once("--action-timeout", type=click.FloatRange(min=0, min_open=True),
-      help="Timeout of one action in seconds.")
-@once("--cost-limit", type=click.FloatRange(min=0, min_open=True),
-      help="Model cost budget in USD (enforced before each call).")
-@once("--token-limit", type=click.IntRange(min=1), help="Token budget.")
-@once("--seed", type=int, help="Seed passed to the agent.")
-@once("--grader-seed", type=int, help="Seed passed to the grader (RGYM_SEED).")
-@once("--runs-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs"),
-      help="Where run directories are written.")
-@click.option("--tool", "tools", multiple=True, help="Enable a tool or a tool pack (repeatable).")
-@click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE",
-              help="Option passed to the agent (repeatable; values parsed as JSON when possible).")
-@click.option("--sandbox-option", "sandbox_options", multiple=True, metavar="KEY=VALUE",
-              help="Option passed to the sandbox backend (repeatable).")
-@click.option("--dataset", "datasets", multiple=True, metavar="MOUNT=DATASET",
-              help="Run on another registered dataset of the same form.")
-@once("--data-dir", type=click.Path(file_okay=False, path_type=Path), envvar="RGYM_DATA_DIR",
-      help="Folder with one sub-folder per dataset (env RGYM_DATA_DIR).")
-@click.option("--network/--no-network", default=None, help="Allow the sandbox network (default: the task's).")
-@once("--gpus", help="GPUs for the sandbox (docker: 'all' or a count).")
-@once("--image", help="Container image (docker backend).")
-@once("--memory", "memory_mb", type=click.IntRange(min=16), help="Memory limit in MB.")
-@once("--cpus", type=click.FloatRange(min=0, min_open=True), help="CPU limit.")
-@once("--pids", type=click.IntRange(min=8), help="Process-count limit.")
-@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag recorded in the result.")
+@run_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON, no progress line.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress line.")
 @click.pass_context
-def run_cmd(ctx: click.Context, task: str, tools: tuple[str, ...], agent_options: tuple[str, ...],
-            sandbox_options: tuple[str, ...], datasets: tuple[str, ...], tags: tuple[str, ...],
-            as_json: bool, quiet: bool, **kwargs: Any) -> None:
+def run_cmd(ctx: click.Context, task: str, as_json: bool, quiet: bool, **kwargs: Any) -> None:
     """Run one episode of TASK with an agent and print its score and run directory."""
     from rgym_core.runner import RunConfig, RunError, run_episode
 
     registry = get_registry(ctx)
-    values: dict[str, Any] = dict(
-        task=task, agent=kwargs["agent"], model=kwargs["model"], base_url=kwargs["base_url"],
-        sandbox=kwargs["sandbox"], max_steps=kwargs["max_steps"], time_limit_s=kwargs["time_limit"],
-        action_timeout_s=kwargs["action_timeout"], cost_limit_usd=kwargs["cost_limit"],
-        token_limit=kwargs["token_limit"], seed=kwargs["seed"], grader_seed=kwargs["grader_seed"],
-        runs_dir=kwargs["runs_dir"], agent_options=_parse_pairs(agent_options, "--agent-option"),
-        tools=_split_csv(tools), datasets={k: str(v) for k, v in _parse_pairs(datasets, "--dataset").items()},
-        data_dir=kwargs["data_dir"], network=kwargs["network"], gpus=kwargs["gpus"], image=kwargs["image"],
-        memory_mb=kwargs["memory_mb"], cpus=kwargs["cpus"], pids=kwargs["pids"],
-        sandbox_options=_parse_pairs(sandbox_options, "--sandbox-option"),
-        tags={k: str(v) for k, v in _parse_pairs(tags, "--tag").items()})
-    if kwargs["agent_isolation"] != "none":
-        values["agent_isolation"] = kwargs["agent_isolation"]
-    if kwargs["profile"] is not None:
-        if "profile" not in attrs.fields_dict(RunConfig):
-            raise click.UsageError("this version of the runner does not apply task profiles")
-        values["profile"] = kwargs["profile"]
+    values: dict[str, Any] = {"task": task, **config_values(kwargs)}
+    if values.get("agent_isolation") == "none":
+        values.pop("agent_isolation")
+    if values.get("profile") is None:
+        values.pop("profile", None)
+    elif "profile" not in attrs.fields_dict(RunConfig):
+        raise click.UsageError("this version of the runner does not apply task profiles")
     config = RunConfig(**values)
     from rgym_core.progress import EpisodeProgress
 
@@ -131,3 +165,10 @@ def run_cmd(ctx: click.Context, task: str, tools: tuple[str, ...], agent_options
     if result.status.value in ("cancelled", "ungraded"):  # a signal stopped the run or its grading
         sys.exit(EXIT_CANCELLED)
     sys.exit(EXIT_OK if result.final_scores is not None else EXIT_FAILED)
+
+
+#: The parameter names :func:`run_options` adds (click's keyword arguments).
+OPTION_NAMES = frozenset(p.name for p in run_cmd.params if p.name not in (None, "task", "as_json", "quiet"))
+
+__all__ = ["OPTION_FIELDS", "OPTION_NAMES", "config_values", "once", "parse_pairs", "run_cmd",
+           "run_options"]

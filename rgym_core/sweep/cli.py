@@ -10,13 +10,10 @@ from typing import Any
 import click
 
 from rgym_core.cli import EXIT_USAGE, _split_csv, get_registry
-from rgym_core.commands.run import _parse_pairs, run_cmd
+from rgym_core.commands.run import config_values, parse_pairs, run_cmd
 
 #: ``rgym run`` parameters that are axes or per-cell in a sweep (not shared as is).
 _NOT_SHARED = {"task", "agent", "model", "profile", "seed", "runs_dir", "as_json", "quiet"}
-#: ``rgym run`` option names -> RunConfig fields where they differ.
-_RENAMES = {"time_limit": "time_limit_s", "action_timeout": "action_timeout_s",
-            "cost_limit": "cost_limit_usd"}
 
 
 def shared_run_params() -> list[click.Parameter]:
@@ -28,23 +25,16 @@ def run_values(ctx: click.Context, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The shared options the user gave on the command line, as RunConfig fields."""
     from click.core import ParameterSource
 
-    out: dict[str, Any] = {}
+    given: dict[str, Any] = {}
     for param in shared_run_params():
         name = param.name
         assert name is not None
-        source = ctx.get_parameter_source(name)
-        if source in (ParameterSource.DEFAULT, None):
+        if ctx.get_parameter_source(name) in (ParameterSource.DEFAULT, None):
             continue
-        value = kwargs.get(name)
-        field = _RENAMES.get(name, name)
-        if name in ("agent_options", "sandbox_options"):
-            value = _parse_pairs(tuple(value or ()), f"--{name.replace('_', '-')[:-1]}")
-        elif name in ("datasets", "tags"):
-            value = {k: str(v) for k, v in _parse_pairs(tuple(value or ()),
-                                                         "--dataset" if name == "datasets" else "--tag").items()}
-        elif name == "tools":
-            value = _split_csv(tuple(value or ()))
-        elif isinstance(value, Path):
+        given[name] = kwargs.get(name)
+    out: dict[str, Any] = {}
+    for field, value in config_values(given).items():  # rgym run's own mapping
+        if isinstance(value, Path):
             value = str(value)
         if value in (None, (), [], {}):
             continue
@@ -149,7 +139,7 @@ def sweep(ctx: click.Context, tasks: tuple[str, ...], spec_file: Path | None, ag
         retry_errors=retry_errors if retry_errors is not None else int(settings.get("retry_errors", 1)),
         executor=executor or str(settings.get("executor", "local")),
         executor_options={**dict(settings.get("executor_options") or {}),
-                          **_parse_pairs(executor_options, "--executor-option")},
+                          **parse_pairs(executor_options, "--executor-option")},
         address=address or settings.get("address"))
     try:
         code = session.run(as_json=as_json, quiet=quiet, dry_run=dry_run,

@@ -250,12 +250,8 @@ class ConnectionLimiter:
 
 
 def prepared_agent(episode: Any) -> Any:
-    """The agent a prepared :class:`~rgym_core.runner.Episode` built."""
-    agent = getattr(episode, "agent", None)
-    if agent is not None:
-        return agent
-    prepared = getattr(episode, "_prepared", None)
-    return prepared[2] if prepared else None
+    """The agent a prepared :class:`~rgym_core.runner.Episode` built (``Episode.agent``)."""
+    return getattr(episode, "agent", None)
 
 
 def raise_in_thread(thread_id: int, exc_type: type[BaseException]) -> bool:
