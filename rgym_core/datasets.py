@@ -8,11 +8,8 @@ dataset id after the slash), the spec's ``path``, then its ``url``.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,6 +48,8 @@ def data_dir_from_env(explicit: Path | str | None = None) -> Path | None:
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    import hashlib  # here, not at import: packs compute cache paths at registration
+
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         while block := fh.read(chunk):
@@ -98,6 +97,8 @@ def locate_source(spec: DatasetSpec, data_dir: Path | None) -> Path | None:
 
 def download(url: str, dest: Path, *, expected_sha256: str | None = None, timeout: float = 60.0) -> Path:
     """Download ``url`` to ``dest`` (atomically), verifying the checksum when given."""
+    import tempfile
+
     import httpx
 
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -131,6 +132,8 @@ def fetch_raw(spec: DatasetSpec, data_dir: Path | None, cache_dir: Path) -> Path
         if not target.exists():
             download(spec.url, target, expected_sha256=spec.checksums.get(name))
         if target.suffix in (".zip", ".gz", ".tgz", ".tar") and len(spec.checksums) != 1:
+            import shutil
+
             shutil.unpack_archive(target, folder)
         source = folder
     if source is None:
@@ -197,6 +200,9 @@ def workspace_starter(task: TaskSpec, prepared: Mapping[str, PreparedDataset]) -
     if len(folders) <= 1:
         yield folders[0] if folders else None
         return
+    import shutil
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="rgym-starter-") as tmp:
         merged = Path(tmp) / "starter"
         for folder in folders:

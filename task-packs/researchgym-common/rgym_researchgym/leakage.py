@@ -24,10 +24,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rgym_researchgym.cache import POLICY_FILE
 from rgym_researchgym.taskdir import BlockedUrls
 
 _ARXIV_ID = re.compile(r"(?<![\d.])(\d{4}\.\d{4,5})(?:v\d+)?(?![\d])")
-POLICY_FILE = "leakage_policy.json"
 
 
 def url_pattern(url: str) -> str:

@@ -40,18 +40,14 @@ Per-profile sub-tasks are the core's ``profiles.<name>.subtasks``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from rgym_researchgym.leakage import POLICY_FILE
-from rgym_researchgym.prepare import (
-    PreparedTask,
-    TaskLayout,
-    default_cache_dir,
-    entry_path,
-    prepare_task,
-)
+from rgym_researchgym.cache import POLICY_FILE, default_cache_dir, entry_path
+
+if TYPE_CHECKING:
+    from rgym_researchgym.prepare import PreparedTask, TaskLayout
 
 PROFILE_KEYS = ("profiles", "default_profile")
 LEAKAGE_TOOLS = ("literature", "pdf")
@@ -138,19 +134,22 @@ def researchgym_task(folder: Path, task: str) -> Any:
 
 
 def check_layout(spec: Any, task: str, source: Path) -> None:
-    """What every ResearchGym ``task.yaml`` declares (see the module docstring)."""
+    """What every ResearchGym ``task.yaml`` declares (see the module docstring); cheap:
+    it runs when a plugin registers its task."""
     dataset = f"researchgym/{task}"
-    views = [("", spec)] + [(f"profiles['{name}'].", spec.with_profile(name))
-                            for name in getattr(spec, "profiles", {}) or {}]
-    for where, view in views:
-        mount = next((m for m in view.datasets if m.id == dataset), None)
-        if mount is None or not getattr(mount, "starter", False):
-            raise ValueError(f"{source}: {where}datasets: mount '{dataset}' with 'starter: true' "
-                             f"(the prepared ResearchGym workspace is the agent's starter files)")
-        entry = view.path(view.grader.files) / view.grader.entry
-        if entry.is_file() and "rgym_confined" in entry.read_text(encoding="utf-8"):
-            missing = {k: v for k, v in CONFINED_INCLUDE.items() if view.grader.include.get(k) != v}
-            if missing:
+    views = [("", spec.datasets, spec.grader)] + [
+        (f"profiles['{name}'].", profile.datasets, profile.grader)
+        for name, profile in (getattr(spec, "profiles", None) or {}).items()]
+    for where, datasets, grader in views:
+        if datasets is not None:
+            mount = next((m for m in datasets if m.id == dataset), None)
+            if mount is None or not getattr(mount, "starter", False):
+                raise ValueError(f"{source}: {where}datasets: mount '{dataset}' with 'starter: true' "
+                                 f"(the prepared ResearchGym workspace is the agent's starter files)")
+        if grader is not None and any(grader.include.get(k) != v for k, v in CONFINED_INCLUDE.items()):
+            folder = spec.path(grader.files)
+            entry = folder / grader.entry if folder is not None else None
+            if entry is not None and entry.is_file() and "rgym_confined" in entry.read_text(encoding="utf-8"):
                 raise ValueError(f"{source}: {where}grader.include: add "
                                  f"{{\"module:rgym_confined\": rgym_confined.py}} (the grader imports it)")
 
@@ -167,6 +166,7 @@ def prepare_dataset(layout: TaskLayout, spec: Any, cache_dir: Path | None,
     starter: the workspace, copied writable for the agent when mounted with
     ``starter: true``)."""
     from rgym_core.specs import PreparedDataset
+    from rgym_researchgym.prepare import prepare_task
 
     prepared = prepare_task(layout, cache_dir or default_cache_dir(), data_dir)
     return PreparedDataset(id=spec.id, public=prepared.public, private=prepared.private,
@@ -176,4 +176,6 @@ def prepare_dataset(layout: TaskLayout, spec: Any, cache_dir: Path | None,
 def prepared(layout: TaskLayout, data_dir: Path | None = None,
              cache_dir: Path | None = None) -> PreparedTask:
     """Prepare ``layout`` outside an episode (tests, baseline measurements)."""
+    from rgym_researchgym.prepare import prepare_task
+
     return prepare_task(layout, cache_dir or default_cache_dir(), data_dir)

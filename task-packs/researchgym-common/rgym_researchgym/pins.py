@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rgym_researchgym.treehash import Entry
+if TYPE_CHECKING:
+    from rgym_researchgym.treehash import Entry
 
 #: Anikethh/ResearchGym, 2026-04-17 ("Update task_description").
 PINNED_COMMIT = "148a7850f7d828d361be423431929367ade8ba1f"
@@ -40,6 +42,8 @@ def known_task(task: str) -> None:
 @cache
 def pinned_entries(task: str) -> tuple[Entry, ...]:
     """The files of ``task`` at the pinned commit."""
+    from rgym_researchgym.treehash import Entry  # hashlib: only when verifying
+
     known_task(task)
     out = []
     for line in (_PINS / f"{task}.tsv").read_text().splitlines():

@@ -17,8 +17,8 @@ cached); without a data folder, a cache entry whose manifest matches is reused.
 A damaged entry is rebuilt; an entry built from another layout (a pack
 upgrade) is rebuilt too.
 
-:func:`workspace_path` is known before anything is prepared, which is how a
-task's ``starter_files`` can point at the workspace copy: the runner prepares
+:func:`workspace_path` is known before anything is prepared (:mod:`rgym_researchgym.cache`);
+a pack's dataset ``prepare`` returns the workspace as the dataset's starter: the runner prepares
 datasets before it lays out the sandbox.
 """
 
@@ -36,8 +36,9 @@ from typing import Any
 
 from attrs import define, field
 
+from rgym_researchgym.cache import default_cache_dir, entry_path, workspace_path
 from rgym_researchgym.leakage import policy_config, write_policy
-from rgym_researchgym.pins import PINNED_COMMIT, REPOSITORY, TASKS_PATH, TREE_HASHES, known_task
+from rgym_researchgym.pins import PINNED_COMMIT, REPOSITORY, TASKS_PATH, TREE_HASHES
 from rgym_researchgym.taskdir import BlockedUrls, TaskDirectory, split_task
 
 MANIFEST = "manifest.json"
@@ -106,24 +107,6 @@ class PreparedTask:
     def leakage(self) -> dict[str, Any]:
         """rgym's leakage settings from this task's ``blocked_urls.yaml``."""
         return policy_config(BlockedUrls.read(self.private / "blocked_urls.yaml"))
-
-
-def default_cache_dir() -> Path:
-    """Where the runner's ``prepare_dataset`` caches datasets (``RGYM_CACHE_DIR``/datasets)."""
-    from rgym_core.datasets import cache_root
-
-    return cache_root() / "datasets"
-
-
-def entry_path(task: str, cache_dir: Path | None = None) -> Path:
-    """The cache entry of ``task`` (not necessarily built yet)."""
-    known_task(task)
-    return (cache_dir or default_cache_dir()) / "researchgym" / f"{task}-{TREE_HASHES[task][:12]}"
-
-
-def workspace_path(task: str, cache_dir: Path | None = None) -> Path:
-    """The prepared workspace folder of ``task``: a task's ``starter_files``."""
-    return entry_path(task, cache_dir) / "workspace"
 
 
 def _sha256(path: Path) -> str:
@@ -239,3 +222,7 @@ def prepare_task(layout: TaskLayout, cache_dir: Path | None, data_dir: Path | No
 def _prepared(task: str, root: Path) -> PreparedTask:
     manifest = json.loads((root / MANIFEST).read_text())
     return PreparedTask(task=task, root=root, tree=manifest["tree"], source=manifest["source"])
+
+
+__all__ = ["MANIFEST", "PreparedTask", "TaskLayout", "default_cache_dir", "entry_path", "prepare_task",
+           "workspace_path"]
