@@ -26,6 +26,7 @@ import click
 from attrs import asdict, define, field
 
 from rgym_core.direction import better
+from rgym_core.records import EpisodeResult
 from rgym_core.rundir import RunDir, RunDirError, RunState, iter_run_dirs
 
 __all__ = ["RunSummary", "summarize", "iter_summaries", "filter_runs", "parse_since", "runs",
@@ -100,13 +101,23 @@ def _integrity(extras: dict[str, Any]) -> dict[str, Any] | None:
             "findings": list(raw.get("findings") or [])}
 
 
-def summarize(run: RunDir | Path | str) -> RunSummary:
-    """The summary of one run directory (complete, running, killed or corrupt)."""
+def summarize(run: RunDir | Path | str, *, result: EpisodeResult | None = None) -> RunSummary:
+    """The summary of one run directory (complete, running, killed or corrupt);
+    ``result``: its result when the caller has read it already."""
     run = run if isinstance(run, RunDir) else RunDir(Path(run))
-    state = run.state()
+    if result is not None:
+        state = RunState.COMPLETE
+    elif run.result_path.exists():  # read once (RunDir.state() would read it a second time)
+        try:
+            result = run.result()
+            state = RunState.COMPLETE
+        except RunDirError:
+            state = RunState.CORRUPT
+    else:
+        state = run.state()
     out = RunSummary(path=str(run.path), state=str(state))
-    if state is RunState.COMPLETE:
-        r = run.result()
+    if result is not None:
+        r = result
         out.task, out.profile, out.agent, out.model = r.task_id, r.profile, r.agent, r.model
         out.seed, out.run_id, out.status = r.seed, r.run_id, str(r.status)
         out.end_reason = str(r.end_reason) if r.end_reason is not None else None

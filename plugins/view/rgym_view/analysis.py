@@ -30,6 +30,7 @@ baseline, in percent of the baseline (oriented by the metric's direction).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import shlex
@@ -43,7 +44,7 @@ from attrs import define, field
 from rgym_core.direction import better
 from rgym_core.rundir import RunDir, RunDirError
 from rgym_core.runs_cli import RunSummary, summarize
-from rgym_view.data import iter_runs
+from rgym_view.data import iter_runs, parallel_map
 
 ACTION_CLASSES = ("edit", "run", "view", "search", "validate", "submit", "tool")
 WARNING_MODES = ("debug_loop", "premature_submit", "editor_rejections", "idle_wait")
@@ -67,7 +68,12 @@ def _short(tool: str) -> str:
     return tool.split("/", 1)[-1]
 
 
+_PLAIN = re.compile(r"[^'\"\\#]*")  # no quotes, escapes or comments: str.split is enough
+
+
 def _words(command: str) -> list[str]:
+    if _PLAIN.fullmatch(command):
+        return command.split()
     try:
         return shlex.split(command, comments=True)
     except ValueError:
@@ -100,9 +106,10 @@ def first_program(command: str) -> str:
     return ""
 
 
-def classify_command(command: str) -> str:
-    """The action class of a shell command."""
-    program = first_program(command)
+def classify_command(command: str, program: str | None = None) -> str:
+    """The action class of a shell command (``program``: its :func:`first_program`,
+    when the caller has it already)."""
+    program = first_program(command) if program is None else program
     if program in _SEARCH_COMMANDS:
         return "search"
     if program in _EDIT_COMMANDS or (program == "sed" and re.search(r"\s-i", command)):
@@ -242,17 +249,18 @@ def _step_facts(step: dict[str, Any]) -> StepFacts:
     info = obs.get("info") or {}
     tool = str(action.get("tool") or "?")
     args = action.get("args") or {}
-    kind = classify(tool, args)
+    command = str(args.get("command") or "") if _short(tool) == "bash" else ""
+    program = first_program(command) if command else ""
+    kind = classify_command(command, program) if _short(tool) == "bash" else classify(tool, args)
     exit_code = obs.get("exit_code")
     failed = bool(obs.get("error")) or (isinstance(exit_code, int) and exit_code != 0)
-    command = str(args.get("command")) if _short(tool) == "bash" else ""
     key = " ".join(command.split()) if command else f"{_short(tool)} {sorted(args.items())!r}"
     rejected = info.get("applied") is False or (bool(info.get("lint_errors")) and bool(obs.get("error")))
     duration = step.get("duration_s")
     return StepFacts(index=int(step.get("index") or 0), tool=_short(tool), key=key, kind=kind,
                      failed=failed, rejected=rejected, timed_out=bool(info.get("timed_out")),
                      duration_s=float(duration) if isinstance(duration, (int, float)) else 0.0,
-                     program=first_program(command) if command else "")
+                     program=program)
 
 
 def _debug_loops(steps: Sequence[StepFacts], threshold: int) -> list[dict[str, Any]]:
@@ -399,16 +407,25 @@ def analyze_run(run: RunDir, options: AnalysisOptions | None = None,
                        improvement_pct=improvement, cost_per_point=cpp)
 
 
+def _analyze_one(path: Path, *, options: AnalysisOptions) -> RunAnalysis | str:
+    try:
+        return analyze_run(RunDir(path), options)
+    except RunDirError as exc:
+        return str(exc)
+
+
 def analyze_paths(paths: Iterable[Path | str], options: AnalysisOptions | None = None) -> AnalysisReport:
     """Analyse every run under ``paths`` and group them by (task, solver)."""
     options = options or AnalysisOptions()
     runs: list[RunAnalysis] = []
     skipped: list[str] = []
-    for run in iter_runs([Path(p) for p in paths]):
-        try:
-            runs.append(analyze_run(run, options))
-        except RunDirError as exc:
-            skipped.append(str(exc))
+    done = parallel_map(functools.partial(_analyze_one, options=options),
+                        [run.path for run in iter_runs([Path(p) for p in paths])])
+    for item in done:
+        if isinstance(item, RunAnalysis):
+            runs.append(item)
+        else:
+            skipped.append(item)
     groups: dict[tuple[str, str], GroupAnalysis] = {}
     for r in runs:
         g = groups.setdefault((r.task, r.solver), GroupAnalysis(task=r.task, solver=r.solver))

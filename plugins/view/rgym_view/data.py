@@ -17,14 +17,22 @@ note; the full text stays in ``trajectory.jsonl`` (its line number is kept).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from collections.abc import Iterable, Iterator
+import multiprocessing as mp
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from rgym_core.records import EpisodeResult
 from rgym_core.rundir import RunDir, RunDirError, iter_numbered_records, iter_run_dirs
 from rgym_core.runs_cli import RunSummary, summarize
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: Observations longer than this many characters are cut in the middle.
 MAX_OUTPUT_CHARS = 200_000
@@ -116,8 +124,21 @@ def _first_prompt(step: dict[str, Any]) -> list[dict[str, str]]:
     return []
 
 
-def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS) -> dict[str, Any]:
-    """One run's trajectory as the viewer's compact data (see the module's docstring)."""
+def read_result(run: RunDir) -> tuple[EpisodeResult | None, str | None]:
+    """``(result, problem)``: the run's result (``None`` without one) and why it
+    cannot be read, if it cannot."""
+    if not run.result_path.is_file():
+        return None, None
+    try:
+        return run.result(), None
+    except RunDirError as exc:
+        return None, str(exc)
+
+
+def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS,
+               result: tuple[EpisodeResult | None, str | None] | None = None) -> dict[str, Any]:
+    """One run's trajectory as the viewer's compact data (see the module's docstring);
+    ``result``: what :func:`read_result` gave, when the caller has it already."""
     steps: list[dict[str, Any]] = []
     gradings: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
@@ -153,17 +174,15 @@ def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS) -> dict
         graded = by_step.get(entry["i"])
         if graded is not None:
             entry["v"] = {"valid": graded["valid"], "scores": graded["scores"], "error": graded["error"]}
-    result: dict[str, Any] | None = None
-    if run.result_path.is_file():
-        try:
-            r = run.result()
-            result = {"status": str(r.status), "end_reason": str(r.end_reason or ""),
-                      "why": r.end_reason.describe if r.end_reason else "",
-                      "final_scores": r.final_scores, "error": r.error, "agent_error": r.agent_error,
-                      "metrics": dict(r.metrics), "baseline_scores": dict(r.baseline_scores),
-                      "reference_scores": dict(r.reference_scores), "sandbox": r.sandbox}
-        except RunDirError as exc:
-            problem = str(exc)
+    final: dict[str, Any] | None = None
+    r, unreadable = result if result is not None else read_result(run)
+    problem = problem or unreadable
+    if r is not None:
+        final = {"status": str(r.status), "end_reason": str(r.end_reason or ""),
+                 "why": r.end_reason.describe if r.end_reason else "",
+                 "final_scores": r.final_scores, "error": r.error, "agent_error": r.agent_error,
+                 "metrics": dict(r.metrics), "baseline_scores": dict(r.baseline_scores),
+                 "reference_scores": dict(r.reference_scores), "sandbox": r.sandbox}
     budget: dict[str, Any] = {}
     try:
         config = run.config()
@@ -171,7 +190,7 @@ def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS) -> dict
     except RunDirError:
         pass
     return {"steps": steps, "gradings": gradings, "events": events, "prompt": prompt, "start": start,
-            "result": result, "budget": budget, "problem": problem}
+            "result": final, "budget": budget, "problem": problem}
 
 
 def summary_row(s: RunSummary, index: int, base: Path | None) -> dict[str, Any]:
@@ -200,16 +219,50 @@ def iter_runs(paths: Iterable[Path | str]) -> Iterator[RunDir]:
                 yield run
 
 
-def load(paths: Iterable[Path | str], *, with_steps: bool = True,
-         max_output_chars: int = MAX_OUTPUT_CHARS) -> tuple[list[dict[str, Any]], list[dict[str, Any] | None]]:
+#: From this many runs on, :func:`parallel_map` reads them in a pool of processes.
+PARALLEL_MIN_ITEMS = 48
+
+
+def workers() -> int:
+    """How many processes read runs: ``RGYM_VIEW_WORKERS``, else one per core (at most 8)."""
+    raw = os.environ.get("RGYM_VIEW_WORKERS", "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def parallel_map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``[fn(x) for x in items]``, in a pool of forked processes when there are many
+    items and more than one core (``fn`` and its results must pickle)."""
+    items = list(items)
+    n = min(workers(), len(items))
+    if n <= 1 or len(items) < PARALLEL_MIN_ITEMS or "fork" not in mp.get_all_start_methods():
+        return [fn(x) for x in items]
+    with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork")) as pool:
+        return list(pool.map(fn, items, chunksize=max(1, len(items) // (n * 8))))
+
+
+def _load_one(job: tuple[int, Path], *, base: Path | None, with_steps: bool, max_output_chars: int,
+              encode: Callable[[dict[str, Any]], Any] | None) -> tuple[dict[str, Any], Any]:
+    index, path = job
+    run = RunDir(path)
+    result = read_result(run)
+    row = summary_row(summarize(run, result=result[0]), index, base)
+    if not with_steps:
+        return row, None
+    traj = trajectory(run, max_output_chars=max_output_chars, result=result)
+    return row, encode(traj) if encode is not None else traj
+
+
+def load(paths: Iterable[Path | str], *, with_steps: bool = True, max_output_chars: int = MAX_OUTPUT_CHARS,
+         encode: Callable[[dict[str, Any]], Any] | None = None) -> tuple[list[dict[str, Any]], list[Any]]:
     """``(run rows, trajectories)`` of every run under ``paths`` (trajectories ``None``
-    when ``with_steps`` is False)."""
+    when ``with_steps`` is False; ``encode(trajectory)`` when ``encode`` is given, run
+    in the worker processes when there are many runs)."""
     targets = [Path(p) for p in paths]
     base = targets[0] if len(targets) == 1 and targets[0].is_dir() else None
-    rows: list[dict[str, Any]] = []
-    trajectories: list[dict[str, Any] | None] = []
-    for index, run in enumerate(iter_runs(targets)):
-        summary = summarize(run)
-        rows.append(summary_row(summary, index, base))
-        trajectories.append(trajectory(run, max_output_chars=max_output_chars) if with_steps else None)
-    return rows, trajectories
+    jobs = [(index, run.path) for index, run in enumerate(iter_runs(targets))]
+    one = functools.partial(_load_one, base=base, with_steps=with_steps, max_output_chars=max_output_chars,
+                            encode=encode)
+    done = parallel_map(one, jobs)
+    return [row for row, _ in done], [traj for _, traj in done]

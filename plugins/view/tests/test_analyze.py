@@ -215,3 +215,19 @@ def test_tools_are_classed() -> None:
     assert classify("rgym/validate", {}) == "validate"
     assert classify("rgym/submit", {}) == "submit"
     assert classify("literature/search_papers", {"query": "x"}) == "tool"
+
+
+def test_many_runs_are_read_by_worker_processes_with_the_same_answers(
+        synthetic: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    from rgym_view import data
+    from rgym_view.analysis import analyze_paths
+
+    runs, _ = synthetic
+    monkeypatch.setenv("RGYM_VIEW_WORKERS", "1")
+    serial = analyze_paths([runs]).to_dict()
+    rows, trajectories = data.load([runs])
+    monkeypatch.setenv("RGYM_VIEW_WORKERS", "2")
+    monkeypatch.setattr(data, "PARALLEL_MIN_ITEMS", 2)
+    assert analyze_paths([runs]).to_dict() == serial
+    assert data.load([runs]) == (rows, trajectories)
+    assert len(rows) == 8 and [r["id"] for r in rows] == list(range(8))
