@@ -250,3 +250,39 @@ def test_serve_refreshes_the_page_while_a_run_is_live(browser: Any, tmp_path: Pa
                                  for r in visible_rows(d)] == ["2"], timeout=30)
     finally:
         server.stop()
+
+
+def test_rgym_view_serve_follows_a_live_run_in_its_trajectory(browser: Any, tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    runs = tmp_path / "runs"
+    run = make_run(runs / "live", [{"tool": "bash", "args": {"command": "echo 1"}, "output": "1\n",
+                                    "exit_code": 0}], status=None, live=True)
+    exe = Path(sys.executable).with_name("rgym")
+    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "rgym_core.cli"]
+    proc = subprocess.Popen([*command, "view", str(runs), "--serve", "-o", str(tmp_path / "page.html")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert "serving it on http://127.0.0.1:" in line, (line, proc.stderr.read() if proc.poll() else "")
+        url = line.split("serving it on ", 1)[1].split()[0]
+        browser.get(url + "#run=0")  # a run's address opens the run
+        wait(browser, lambda d: d.find_element(By.ID, "step-1"))
+        assert browser.find_element(By.ID, "live").text == "● live"
+        with TrajectoryWriter(run) as writer:
+            writer.step(Step(index=2, action=Action.bash("python train.py"),
+                             observation=Observation(output="epoch 1: loss 0.5\n", exit_code=0),
+                             started_at=time.time(), duration_s=0.1, elapsed_s=2.0))
+        # the page reloads itself, staying on the run, and shows the new step
+        card = wait(browser, lambda d: d.find_element(By.ID, "step-2"), timeout=30)
+        assert card.find_element(By.CSS_SELECTOR, "pre.action").text == "python train.py"
+        assert browser.find_element(By.ID, "step-count").text == "2 steps"
+        browser.save_screenshot(str(tmp_path / "live-run.png"))
+        assert json.loads(json.dumps(proc.poll())) is None  # still serving
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
