@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,30 @@ def test_a_venv_under_a_closed_tmp_folder_runs_and_grades_the_demo(
         assert stat.S_IMODE(closed.stat().st_mode) == 0o701  # traverse only, never list
     else:  # bubblewrap needs no change on the host
         assert stat.S_IMODE(closed.stat().st_mode) == 0o700
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to an unprivileged uid needs root")
+def test_a_normal_user_s_venv_under_its_closed_tmp_folder() -> None:
+    """The same as an ordinary user (bubblewrap in a user namespace), the venv in a folder
+    of ``/tmp`` only that user may enter (as pytest's ``/tmp/pytest-of-USER``)."""
+    from rgym_core.isolation import bwrap_problem, lease
+
+    if bwrap_problem() is not None:
+        pytest.skip(bwrap_problem())
+    with lease() as user, tempfile.TemporaryDirectory(prefix="rgym-test-user-", dir="/tmp") as top:
+        closed = Path(top)  # 0700, like /tmp/pytest-of-USER
+        home = closed / "home"
+        home.mkdir()
+        venv = ChildEnv.create(closed / "venv")
+        for path in [closed, *closed.rglob("*")]:
+            os.lchown(path, user.uid, user.gid)
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+        done = subprocess.run(
+            ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--",
+             str(venv.python), "-m", "rgym_core.cli", "run", "rgym/demo", "--agent", "baseline",
+             "--runs-dir", str(home / "runs"), "--json"],
+            capture_output=True, text=True, env=env, cwd=home, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["status"] == "submitted" and result["error"] is None, result
+    assert all(g["valid"] and g["confined"] is True for g in result["scores"]), result["scores"]
