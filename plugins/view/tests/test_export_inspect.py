@@ -143,3 +143,47 @@ def test_budgets_timeouts_errors_and_unfinished_runs_map_to_inspects_fields(tmp_
 def test_export_errors_name_the_path(tmp_path: Path) -> None:
     proc = rgym("export", "inspect", str(tmp_path / "nowhere"), cwd=tmp_path)
     assert proc.returncode != 0 and "nowhere: no such file or directory" in proc.stderr
+
+
+def test_inspect_view_shows_an_exported_run(browser: Any, demo_runs: dict[str, Path], tmp_path: Path) -> None:
+    """Inspect's own viewer (`inspect view`, served on loopback) opened in headless Chromium."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    logs = tmp_path / "logs"
+    export([demo_runs["react"]], logs, cwd=tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exe = Path(sys.executable).with_name("inspect")
+    assert exe.exists(), "inspect-ai's console script is missing: pip install -e plugins/view[test]"
+    proc = subprocess.Popen([str(exe), "view", "--log-dir", str(logs), "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HOME": str(tmp_path)})
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).read(1)
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, "inspect view did not start"
+                time.sleep(0.5)
+        browser.get(f"http://127.0.0.1:{port}/")
+        body = WebDriverWait(browser, 60, poll_frequency=0.2).until(
+            lambda d: (t := d.find_element(By.TAG_NAME, "body").text) and "MODEL CALL" in t.upper() and t)
+        browser.save_screenshot(str(tmp_path / "inspect-view.png"))
+        assert "rgym/demo" in body and "mock/script" in body
+        assert "0.872" in body  # the final r2
+        assert "TASK DESCRIPTION" in body
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
