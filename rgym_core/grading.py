@@ -94,13 +94,7 @@ class Grader:
             # private dataset parts to other users for the episode, and give them their
             # modes back when it ends (close()).  Sandboxes with their own file system
             # view (bubblewrap, containers) never see them: nothing is changed there.
-            paths = [grader_dir]
-            starter = task.path(task.starter_files)
-            for source in self.includes.values():
-                if starter is None or not source.is_relative_to(starter.resolve()):
-                    paths.append(source)  # a starter file shared with the grader stays public
-            paths += [p.private for p in datasets.values() if p.private is not None]
-            self._guard = HiddenFromOthers(paths)
+            self._guard = hide_task_files(task, datasets)
 
     def close(self) -> None:
         """Give what the episode closed to other users its modes back (idempotent)."""
@@ -341,6 +335,42 @@ def agent_reads_host_files(sandbox: Sandbox) -> bool:
     try:
         mode = getattr(sandbox, "mode", None)
     except Exception:  # noqa: BLE001 - not started
+        return False
+    return mode == "uid"
+
+
+def hidden_task_paths(task: TaskSpec, datasets: Mapping[str, PreparedDataset]) -> list[Path]:
+    """What an agent must not read: the task's grader folder, its ``grader.include``
+    files (but a starter file shared with the grader) and the private dataset parts."""
+    grader_dir = task.path(task.grader.files)
+    paths = [grader_dir] if grader_dir is not None and grader_dir.is_dir() else []
+    starter = task.path(task.starter_files)
+    try:
+        includes = resolve_includes(task)
+    except GradingError:
+        includes = {}
+    for source in includes.values():
+        if starter is None or not source.is_relative_to(starter.resolve()):
+            paths.append(source)
+    paths += [p.private for p in datasets.values() if p.private is not None]
+    return paths
+
+
+def hide_task_files(task: TaskSpec, datasets: Mapping[str, PreparedDataset]) -> HiddenFromOthers:
+    """Close :func:`hidden_task_paths` to other users until ``.release()``."""
+    return HiddenFromOthers(hidden_task_paths(task, datasets))
+
+
+def agent_process_reads_host_files(agent_isolation: str) -> bool:
+    """True when ``--agent-isolation process`` runs the scaffold as a leased uid
+    straight on the host's file system (root without bubblewrap)."""
+    if agent_isolation != "process" or os.geteuid() != 0:
+        return False
+    from rgym_core.agent_process.confine import confinement
+
+    try:
+        mode = confinement().mode
+    except Exception:  # noqa: BLE001 - the agent's start reports it
         return False
     return mode == "uid"
 

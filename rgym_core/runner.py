@@ -56,7 +56,12 @@ from rgym_core.agents import (
 )
 from rgym_core.datasets import DatasetError, prepare_dataset, starter_folders, workspace_starter
 from rgym_core.episode import EpisodeInfo, LifecycleHooks
-from rgym_core.grading import Grader
+from rgym_core.grading import (
+    Grader,
+    HiddenFromOthers,
+    agent_process_reads_host_files,
+    hide_task_files,
+)
 from rgym_core.models import ModelRequirements, check_model_client, model_clients_of
 from rgym_core.records import (
     Action,
@@ -333,6 +338,7 @@ class Episode:
         self._agent_error: str | None = None
         self._pending_info: dict[str, Any] = {}
         self._prepared: tuple[list[Tool], dict[str, PreparedDataset], Agent] | None = None
+        self._hidden: HiddenFromOthers | None = None
         self._agent_closed = False
         self._loop = _AgentLoop()
         self.run_dir = (Path(config.run_dir) if config.run_dir is not None else
@@ -360,11 +366,14 @@ class Episode:
             starter_folders(self.task, datasets)  # a dataset's starter folder exists
         except (DatasetError, RegistryError) as exc:
             raise RunError(str(exc)) from None
+        if self._hidden is None and agent_process_reads_host_files(self.config.agent_isolation):
+            self._hidden = hide_task_files(self.task, datasets)  # before the scaffold starts
         agent = self._make_agent()
         try:
             self._check_models(agent)
         except BaseException:
             self._close_agent(agent)
+            self._release_hidden()
             raise
         self._prepared = (tools, datasets, agent)
 
@@ -383,6 +392,13 @@ class Episode:
         if self._prepared is not None:
             self._close_agent(self._prepared[2])
         self._prepared = None
+        self._release_hidden()
+
+    def _release_hidden(self) -> None:
+        """Give task files closed for an agent process their modes back (once)."""
+        hidden, self._hidden = self._hidden, None
+        if hidden is not None:
+            hidden.release()
 
     def _close_agent(self, agent: Agent) -> None:
         """Close the agent (its optional ``close()``), once, then its event loop."""
@@ -730,11 +746,12 @@ class Episode:
             if self.info is not None:
                 self.info.sandbox_handle = None  # removed: plugins read workspace.tar.gz now
         grader = getattr(self, "grader", None)
-        if grader is not None and hasattr(grader, "close"):
-            try:
+        try:
+            if grader is not None and hasattr(grader, "close"):
                 grader.close()  # gives hidden files closed for the episode their modes back
-            except Exception as exc:  # noqa: BLE001
-                self.writer.write("cleanup_error", {"error": repr(exc)})
+            self._release_hidden()
+        except Exception as exc:  # noqa: BLE001
+            self.writer.write("cleanup_error", {"error": repr(exc)})
         result.ended_at = time.time()
         result.duration_s = round(result.ended_at - result.started_at, 3)
         write_result(self.run_dir, result)

@@ -18,13 +18,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 
-from rgym_core import grading
+from rgym_core import grading, hookimpl
 from rgym_core.grade_runs import FolderWorkspace
 from rgym_core.grading import Grader, HiddenFromOthers, restore_abandoned
 from rgym_core.packs import load_task
+from rgym_core.registry import load_registry
+from rgym_core.runner import Episode, RunConfig, run_episode
 
 DEMO = Path(grading.__file__).resolve().parent / "demo" / "tasks" / "demo"
 
@@ -115,3 +119,37 @@ def test_a_killed_holder_is_restored_by_the_next_one(pack: Path, tmp_path: Path)
     guard = HiddenFromOthers([pack / "grader"])  # and a new holder starts from the true modes
     guard.release()
     assert modes(pack) == before
+
+
+class TaskPlugin:
+    def __init__(self, task: Any) -> None:
+        self.task = task
+
+    @hookimpl
+    def rgym_register_tasks(self) -> list[Any]:
+        return [self.task]
+
+
+def test_an_agent_process_without_bubblewrap_cannot_read_the_grader_and_modes_come_back(
+        pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--agent-isolation process`` as root without bubblewrap runs the scaffold as a
+    leased uid on the host's files: the task's hidden files are closed before it starts
+    and get their modes back when the episode ends."""
+    monkeypatch.setenv("RGYM_BWRAP", "0")
+    before = modes(pack)
+    task = attrs.evolve(load_task(pack), id="fix/demo-copy")
+    registry = load_registry(extra_plugins=[("fix-modes-test", TaskPlugin(task))])
+    config = RunConfig(task="fix/demo-copy", agent="baseline", agent_isolation="process",
+                       runs_dir=tmp_path / "runs")
+    episode = Episode(config, registry)
+    episode.prepare()
+    try:
+        assert all(m & 0o007 == 0 for m in modes(pack / "grader").values())
+    finally:
+        episode.close()
+    assert modes(pack) == before
+    result = run_episode(config, registry)
+    assert result.status == "submitted", (result.error, result.agent_error)
+    assert result.scores[-1].valid, result.scores[-1].error
+    assert modes(pack) == before
+    assert not list((tmp_path / "guard").glob("*.json"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -151,8 +152,9 @@ def profile_lines(task: TaskSpec) -> list[str]:
 def show_run_dir(path: Path, as_json: bool) -> None:
     """``rgym show RUN_DIR``: the run viewer's summary when it is installed
     (``rgym_core.runs_cli.show_run``), else the run's identity, state and scores."""
+    show_run: Callable[..., None] | None
     try:
-        from rgym_core.runs_cli import show_run  # type: ignore[import-not-found,unused-ignore]
+        from rgym_core.runs_cli import show_run
     except ImportError:
         show_run = None
     if show_run is not None:
