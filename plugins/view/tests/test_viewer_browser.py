@@ -286,3 +286,41 @@ def test_rgym_view_serve_follows_a_live_run_in_its_trajectory(browser: Any, tmp_
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+HOSTILE = ('</script><script>window.__pwned = "script"</script>'
+           '<img src=x onerror="window.__pwned = \'img\'"><b id="injected">bold</b>')
+
+
+def test_agent_written_html_is_shown_as_text_never_run(browser: Any, tmp_path: Path) -> None:
+    """Outputs, thoughts, commands, tool arguments, names and findings are the agent's
+    (or a task's) text: the page shows them literally and runs none of it."""
+    runs = tmp_path / "runs"
+    steps = [{"tool": "bash", "args": {"command": f"echo '{HOSTILE}'"}, "output": HOSTILE + "\n",
+              "thought": HOSTILE, "exit_code": 0},
+             {"tool": "edit", "args": {"path": "x.py", "text": HOSTILE + "\n" + HOSTILE, "note": HOSTILE},
+              "output": HOSTILE, "error": True, "info": {"applied": False}}]
+    flag = {"integrity": {"flagged": True, "counts": {"error": 1}, "kinds": [HOSTILE],
+                          "findings": [{"kind": HOSTILE, "severity": "error", "steps": [1], "message": HOSTILE}]}}
+    for compress in (True, False):
+        make_run(runs / f"hostile-{compress}", steps, task=f"evil/{HOSTILE}", agent=HOSTILE, model=HOSTILE,
+                 final={"accuracy": 0.6}, extras=flag,
+                 gradings=[{"step": 2, "kind": "submit", "valid": False, "error": HOSTILE}])
+        page = tmp_path / f"view-{compress}.html"
+        args = ["view", str(runs / f"hostile-{compress}"), "-o", str(page), "--title", HOSTILE]
+        assert rgym(*args, *([] if compress else ["--no-compress"]), cwd=tmp_path).returncode == 0
+        open_page(browser, page.as_uri())
+        row = visible_rows(browser)[0]
+        assert HOSTILE in row.find_element(By.CSS_SELECTOR, ".agent").text
+        row.click()
+        wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#steps .step"))
+        first = browser.find_element(By.ID, "step-1")
+        assert first.find_element(By.CSS_SELECTOR, "pre.output").text.strip() == HOSTILE
+        assert HOSTILE in first.find_element(By.CSS_SELECTOR, ".thought").text
+        assert HOSTILE in first.find_element(By.CSS_SELECTOR, "pre.action").text
+        assert HOSTILE in browser.find_element(By.ID, "step-2").text
+        assert HOSTILE in browser.find_element(By.ID, "integrity").text
+        assert HOSTILE in browser.title
+        assert browser.execute_script("return window.__pwned") is None
+        assert not browser.find_elements(By.ID, "injected")
+    browser.save_screenshot(str(tmp_path / "hostile.png"))
