@@ -376,7 +376,7 @@ def agent_process_reads_host_files(agent_isolation: str) -> bool:
 
 
 #: Where root keeps the original modes of folders closed during episodes.
-GUARD_DIR = Path(os.environ.get("RGYM_GUARD_DIR", "/run/rgym/hidden"))
+GUARD_DIR = Path(os.environ.get("RGYM_GUARD_DIR", "/var/lib/rgym/hidden"))  # survives a reboot
 
 
 def _tree_modes(path: Path) -> dict[str, int]:
