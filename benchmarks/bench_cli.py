@@ -5,8 +5,9 @@ built-in plugin alone, measured side by side (interleaved runs, medians).
 
 For ``rgym list tasks`` and ``rgym --help`` it prints the median wall time and
 the peak memory (max RSS) of a fresh process with all packs and with
-``--plugins builtin``, and their ratios (target: at most 1.3x for
-``list tasks``), and the heavy modules each command imported (target: none).
+``--plugins builtin``, and their ratios (target: at most 1.3x CPU time for
+``list tasks``; wall time is shown too, but on a loaded machine it mostly measures
+waiting), and the heavy modules each command imported (target: none).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def run_once(args: list[str]) -> tuple[float, float, int, list[str]]:
     return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, heavy
 
 
-def compare(label: str, args: list[str], runs: int) -> float:
+def compare(label: str, args: list[str], runs: int) -> tuple[float, float]:
     full: list[tuple[float, float, int]] = []
     alone: list[tuple[float, float, int]] = []
     heavy_full: list[str] = []
@@ -78,7 +79,7 @@ def compare(label: str, args: list[str], runs: int) -> float:
           f"{m_full:5.1f} MiB | built-in alone {t_alone * 1000:6.0f} ms wall {c_alone * 1000:6.0f} ms cpu "
           f"{m_alone:5.1f} MiB | ratio {t_full / t_alone:.2f}x wall, {c_full / c_alone:.2f}x cpu, "
           f"{m_full / m_alone:.2f}x memory | heavy imports: {', '.join(heavy_full) or 'none'}")
-    return t_full / t_alone
+    return c_full / c_alone, t_full / t_alone
 
 
 def main() -> None:
@@ -87,9 +88,12 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.runs} runs each, "
           f"interleaved")
-    ratio = compare("list tasks", ["list", "tasks"], args.runs)
+    cpu, wall = compare("list tasks", ["list", "tasks"], args.runs)
     compare("--help", ["--help"], args.runs)
-    print(f"target: list tasks at most 1.3x -> {'met' if ratio <= 1.3 else 'NOT met'}")
+    # The CPU time of the process is what the packs add; wall time also counts the
+    # waits for the other processes of a loaded machine, so it is shown, not judged.
+    print(f"target: list tasks at most 1.3x the built-in plugin alone, in CPU time -> "
+          f"{'met' if cpu <= 1.3 else 'NOT met'} ({cpu:.2f}x cpu, {wall:.2f}x wall)")
 
 
 if __name__ == "__main__":

@@ -55,3 +55,23 @@ def test_a_backend_without_or_with_broken_limits() -> None:
     assert limits_lines(limits) == ["limits per sandbox (no --sandbox-option):",
                                     "  a/none: not described by the backend",
                                     "  b/broken: error RuntimeError: boom"]
+
+
+def test_show_lists_each_profile_s_sub_tasks() -> None:
+    from rgym_core.commands.catalog import profile_lines, subtasks_text
+    from rgym_core.specs import SubTask
+
+    text = subtasks_text([SubTask(id="a", metric="m", baseline_scores={"m": 0.5}, primary=True),
+                          SubTask(id="b")])
+    assert text == "a (primary, m, baseline 0.5), b"
+    registry = load_registry()
+    tasks = [reg.item for reg in registry.tasks.values()
+             if any(getattr(p, "subtasks", None) is not None for p in reg.item.profiles.values())]
+    if not tasks:
+        return  # no installed task declares per-profile sub-tasks
+    task = tasks[0]
+    lines = profile_lines(task)
+    for name, profile in task.profiles.items():
+        if profile.subtasks is not None:
+            resolved = task.with_profile(name)
+            assert f"    sub-tasks: {subtasks_text(resolved.subtasks) or 'none'}" in lines

@@ -14,7 +14,7 @@ import click
 from rgym_core.cli import get_registry
 from rgym_core.registry import Registry, RegistryError
 from rgym_core.serialization import SpecError, unstructure
-from rgym_core.specs import Budget, Resources, TaskSpec
+from rgym_core.specs import Budget, Resources, SubTask, TaskSpec
 
 LIST_KINDS = {"tasks": "tasks", "datasets": "datasets", "agents": "agents", "tools": "tools",
               "sandboxes": "sandboxes", "models": "model_providers", "plugins": "plugins"}
@@ -124,6 +124,20 @@ def _scores_text(scores: dict[str, float]) -> str:
     return ", ".join(f"{k}={_number(v)}" for k, v in scores.items()) or "-"
 
 
+def subtasks_text(subtasks: list[SubTask]) -> str:
+    """``id (primary, metric, baseline x)`` per sub-task, comma-separated."""
+    out = []
+    for sub in subtasks:
+        notes = ["primary"] if sub.primary else []
+        if sub.metric:
+            notes.append(sub.metric)
+        base = sub.baseline_scores.get(sub.metric) if sub.metric else None
+        if base is not None:
+            notes.append(f"baseline {_number(base)}")
+        out.append(f"{sub.id} ({', '.join(notes)})" if notes else sub.id)
+    return ", ".join(out)
+
+
 def profile_lines(task: TaskSpec) -> list[str]:
     """One block per profile: budget, resources, baseline and reference scores."""
     lines: list[str] = []
@@ -140,8 +154,11 @@ def profile_lines(task: TaskSpec) -> list[str]:
         if spec.reference_scores:
             lines.append(f"    reference: {_scores_text(spec.reference_scores)}")
         if profile.datasets is not None:
-            lines.append("    datasets: " + (", ".join(f"{d.id} -> {d.mount}/" for d in spec.datasets)
-                                             or "none"))
+            lines.append("    datasets: " + (", ".join(
+                f"{d.id} -> {d.mount}/" + (" (starter files)" if getattr(d, "starter", False) else "")
+                for d in spec.datasets) or "none"))
+        if getattr(profile, "subtasks", None) is not None:
+            lines.append("    sub-tasks: " + (subtasks_text(spec.subtasks) or "none"))
         if profile.grader is not None:
             lines.append(f"    grader: timeout_s={spec.grader.timeout_s:g} location={spec.grader.location}")
         if spec.env:
@@ -266,7 +283,8 @@ def show_cmd(ctx: click.Context, task: str, profile: str | None, as_json: bool) 
     if spec.baseline and spec.baseline.command:
         console.print(f"baseline command: {escape(spec.baseline.command)}", highlight=False)
     if spec.subtasks:
-        console.print("sub-tasks: " + ", ".join(s.id for s in spec.subtasks), highlight=False)
+        console.print(escape("sub-tasks: " + subtasks_text(spec.subtasks)), highlight=False,
+                      soft_wrap=True)
     if spec.profiles and profile is None:
         console.print("")
         for line in profile_lines(spec):
