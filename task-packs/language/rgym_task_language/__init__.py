@@ -1,0 +1,1 @@
+"""rgym task pack: MLGym's language tasks (FineWeb language modelling, MNLI)."""

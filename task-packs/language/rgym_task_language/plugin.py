@@ -1,0 +1,24 @@
+"""The rgym plugin of the language pack: two tasks and three datasets.
+
+Registration reads YAML only: numpy, torch, transformers and tiktoken are
+imported when a dataset is prepared, a starter runs or a grader grades, never
+at ``rgym --help`` / ``rgym list`` time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rgym_core import DatasetSpec, TaskSpec, hookimpl, load_dataset, load_tasks
+
+HERE = Path(__file__).parent
+
+
+@hookimpl
+def rgym_register_tasks() -> list[TaskSpec]:
+    return load_tasks(HERE / "tasks")
+
+
+@hookimpl
+def rgym_register_datasets() -> list[DatasetSpec]:
+    return [load_dataset(p) for p in sorted((HERE / "datasets").glob("*.yaml"))]
