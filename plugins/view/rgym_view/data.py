@@ -61,8 +61,15 @@ def _cut(text: Any, limit: int, line: int | None = None) -> str | None:
     return f"{head}\n[... rgym view cut {len(text) - len(head) - len(tail):,} characters here{where} ...]\n{tail}"
 
 
-def _round(value: float | None, digits: int = 4) -> float | None:
-    return None if value is None else round(value, digits)
+def _fround(value: Any, digits: int) -> float | None:
+    """``value`` rounded when it is a finite number (not a bool), else ``None`` (one
+    call per field: this runs for every step of every run)."""
+    kind = type(value)
+    if kind is float:
+        return round(value, digits) if math.isfinite(value) else None
+    if kind is int:
+        return float(value)
+    return None
 
 
 def _step_entry(step: dict[str, Any], line: int, max_output: int) -> dict[str, Any]:
@@ -85,11 +92,11 @@ def _step_entry(step: dict[str, Any], line: int, max_output: int) -> dict[str, A
         entry["to_"] = 1
     if info.get("applied") is False or (info.get("lint_errors") and obs.get("error")):
         entry["rj"] = 1  # the editor refused the change
-    entry["d"] = _round(_num(step.get("duration_s")), 3)
-    entry["el"] = _round(_num(step.get("elapsed_s")), 3)
-    cost = _num(usage.get("cost_usd")) or 0.0
+    entry["d"] = _fround(step.get("duration_s"), 3)
+    entry["el"] = _fround(step.get("elapsed_s"), 3)
+    cost = _fround(usage.get("cost_usd"), 8)
     if cost:
-        entry["c"] = round(cost, 8)
+        entry["c"] = cost
     if usage.get("input_tokens"):
         entry["ti"] = int(usage["input_tokens"])
     if usage.get("output_tokens"):
@@ -104,8 +111,8 @@ def _step_entry(step: dict[str, Any], line: int, max_output: int) -> dict[str, A
             response = (response or "") + ("\n" if response else "") + "\n".join(
                 f"[tool call] {json.dumps(tc, ensure_ascii=False)}" for tc in call["tool_calls"])
         calls.append([call.get("model"), int(call.get("input_tokens") or 0),
-                      int(call.get("output_tokens") or 0), _round(_num(call.get("cost_usd")), 8),
-                      _round(_num(call.get("latency_s")), 3), call.get("stop_reason"),
+                      int(call.get("output_tokens") or 0), _fround(call.get("cost_usd"), 8),
+                      _fround(call.get("latency_s"), 3), call.get("stop_reason"),
                       _cut(response, MAX_TEXT_CHARS)])
     if calls:
         entry["m"] = calls
