@@ -407,7 +407,11 @@ class HiddenFromOthers:
         GUARD_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
         restore_abandoned()
         self._held: list[tuple[Path, int]] = []
-        for path in dict.fromkeys(Path(p).resolve() for p in paths):
+        unique = sorted({Path(p).resolve() for p in paths})
+        # A path inside another one is covered by it (and recording it after the outer
+        # one changed it would record changed modes).
+        outer = [p for p in unique if not any(p != q and p.is_relative_to(q) for q in unique)]
+        for path in outer:
             key = _guard_key(path)
             with _locked(key):
                 record = GUARD_DIR / f"{key}.json"
@@ -428,7 +432,7 @@ class HiddenFromOthers:
 
     def release(self) -> None:
         held, self._held = self._held, []
-        for path, fd in held:
+        for path, fd in reversed(held):
             key = _guard_key(path)
             with _locked(key):
                 holder = Path(os.readlink(f"/proc/self/fd/{fd}"))

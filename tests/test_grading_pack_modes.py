@@ -153,3 +153,11 @@ def test_an_agent_process_without_bubblewrap_cannot_read_the_grader_and_modes_co
     assert result.scores[-1].valid, result.scores[-1].error
     assert modes(pack) == before
     assert not list((tmp_path / "guard").glob("*.json"))
+
+
+def test_a_path_inside_another_is_covered_by_it(pack: Path) -> None:
+    before = modes(pack)
+    guard = HiddenFromOthers([pack / "grader" / "evaluate.py", pack / "grader", pack / "grader"])
+    assert all(m & 0o007 == 0 for m in modes(pack / "grader").values())
+    guard.release()
+    assert modes(pack) == before
