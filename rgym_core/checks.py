@@ -144,10 +144,7 @@ def check_task(task: TaskSpec, report: PackReport, where: str) -> None:
         except (SyntaxError, ValueError) as exc:
             report.add(where, False, f"grader does not compile: {exc}")
     if starter and grader_dir and starter.is_dir() and grader_dir.is_dir():
-        leaked = sorted(p.name for p in grader_dir.iterdir() if (starter / p.name).exists()
-                        and p.is_file() and p.read_bytes() == (starter / p.name).read_bytes())
-        report.add(where, not leaked, "no hidden grader file is copied in the starter files" if not leaked
-                   else f"hidden grader files also in the starter files: {', '.join(leaked)}")
+        check_no_leak(grader_dir, starter, report, where)
     names = {m.name for m in task.metrics}
     unknown = sorted(set(task.baseline_scores) - names)
     report.add(where, not unknown, "baseline scores name known metrics" if not unknown
@@ -155,6 +152,14 @@ def check_task(task: TaskSpec, report: PackReport, where: str) -> None:
     for i, item in enumerate(task.scripted_actions):
         if not isinstance(item, dict) or "tool" not in item:
             report.add(where, False, f"scripted_actions[{i}] needs a 'tool'")
+
+
+def check_no_leak(grader_dir: Path, starter: Path, report: PackReport, where: str, what: str = "") -> None:
+    """No file of the hidden grader folder is copied, byte for byte, among the starter files."""
+    leaked = sorted(p.name for p in grader_dir.iterdir() if (starter / p.name).is_file()
+                    and p.is_file() and p.read_bytes() == (starter / p.name).read_bytes())
+    report.add(where, not leaked, f"no hidden grader file is copied in the starter files{what}" if not leaked
+               else f"hidden grader files also in the starter files{what}: {', '.join(leaked)}")
 
 
 def _declared_names(pyproject: Path) -> set[str] | None:
@@ -367,6 +372,29 @@ def check_baseline(task: TaskSpec, report: PackReport, where: str, *, data_dir: 
     unknown = sorted(set(scores) - {m.name for m in task.metrics})
     if unknown:
         report.add(where, False, f"the grader reports metrics the spec does not list: {', '.join(unknown)}")
+    if task.starter_dataset is not None:
+        _check_dataset_starter(spec, registry, report, where, data_dir)
+
+
+def _check_dataset_starter(task: TaskSpec, registry: Any, report: PackReport, where: str,
+                           data_dir: Path | None) -> None:
+    """The starter files a dataset supplies (prepared for the baseline run, so cached now)
+    hold no hidden grader file."""
+    from rgym_core.datasets import DatasetError, starter_folders
+    from rgym_core.runner import RunConfig, RunError, resolve_datasets
+
+    mount = task.starter_dataset
+    grader_dir = task.path(task.grader.files)
+    if mount is None or grader_dir is None or not grader_dir.is_dir():
+        return
+    try:
+        prepared = resolve_datasets(registry, task, RunConfig(task=task.id, data_dir=data_dir))
+        folders = starter_folders(task, {mount.mount: prepared[mount.mount]})
+    except (DatasetError, RunError) as exc:
+        report.add(where, False, f"the starter files of dataset '{mount.id}' cannot be prepared: {exc}")
+        return
+    for folder in folders[:1]:
+        check_no_leak(grader_dir, folder, report, where, f" of dataset '{mount.id}'")
 
 
 def _command_outcome(run_dir: Path) -> str:

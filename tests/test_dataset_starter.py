@@ -111,6 +111,15 @@ class Plugin:
         return [self.dataset]
 
 
+class DatasetPack:
+    def __init__(self, dataset: DatasetSpec) -> None:
+        self.dataset = dataset
+
+    @hookimpl
+    def rgym_register_datasets(self) -> list[DatasetSpec]:
+        return [self.dataset]
+
+
 class Script:
     def __init__(self, *actions: Action) -> None:
         self.actions = list(actions)
@@ -251,3 +260,31 @@ def test_bad_profile_subtasks_and_starters_name_the_field(tmp_path: Path, change
         load_task(write_spec(tmp_path, SPEC.replace(*change)))
     assert info.value.field == field
     assert message in info.value.message
+
+
+def test_check_pack_runs_a_baseline_from_the_dataset_starter(helper_module: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full check-pack on task.yaml alone: the baseline command comes with the dataset's
+    starter; a hidden grader file copied into that starter is reported."""
+    import rgym_core.registry as registry_module
+
+    folder = make_task(tmp_path)
+    dataset = make_dataset(tmp_path)
+    original = registry_module.load_registry
+
+    def with_dataset_pack(**kwargs: Any) -> Any:  # the dataset's pack, as if installed
+        extra = [*kwargs.pop("extra_plugins", ()), ("kit-pack", DatasetPack(dataset))]
+        return original(extra_plugins=extra, **kwargs)
+
+    monkeypatch.setattr(registry_module, "load_registry", with_dataset_pack)
+    report = check_pack(folder / "task.yaml")
+    assert report.ok, [f.message for f in report.problems]
+    messages = [f.message for f in report.findings]
+    assert any(m.startswith("baseline score: measured 7, recorded 7") for m in messages), messages
+    assert "no hidden grader file is copied in the starter files of dataset 't/kit'" in messages
+
+    (tmp_path / "prepared" / "starter" / "evaluate.py").write_text(GRADER)  # a leak
+    report = check_pack(folder / "task.yaml")
+    assert not report.ok
+    assert [f.message for f in report.problems] == [
+        "hidden grader files also in the starter files of dataset 't/kit': evaluate.py"]
