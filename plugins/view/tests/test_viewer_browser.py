@@ -324,3 +324,31 @@ def test_agent_written_html_is_shown_as_text_never_run(browser: Any, tmp_path: P
         assert browser.execute_script("return window.__pwned") is None
         assert not browser.find_elements(By.ID, "injected")
     browser.save_screenshot(str(tmp_path / "hostile.png"))
+
+
+def test_after_a_sweep_the_viewer_shows_every_cell_with_its_score(browser: Any, tmp_path: Path) -> None:
+    """`rgym sweep` (2 agents x 2 seeds on rgym/demo, the mock model), then `rgym view SWEEP_DIR`."""
+    sweep = tmp_path / "sweep"
+    proc = rgym("sweep", "rgym/demo", "-a", "scripted", "-a", "react", "-m", "mock/baseline", "--seeds", "1-2",
+                "-o", str(sweep), "-j", "2", cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    page = tmp_path / "sweep.html"
+    assert rgym("view", str(sweep), "-o", str(page), cwd=tmp_path).returncode == 0
+    open_page(browser, page.as_uri())
+    rows = visible_rows(browser)
+    assert len(rows) == 4
+    cells = sorted((r.get_attribute("title"), r.find_element(By.CSS_SELECTOR, ".score-cell").text) for r in rows)
+    assert [c[0] for c in cells] == ["rgym__demo/react__mock_baseline/seed-1", "rgym__demo/react__mock_baseline/seed-2",
+                                     "rgym__demo/scripted/seed-1", "rgym__demo/scripted/seed-2"]
+    for title, score in cells:
+        summary = summarize(sweep / title)
+        assert summary.score is not None and f"{summary.score:.4g}" in score, (title, score)
+    assert sorted(r.find_elements(By.CSS_SELECTOR, "td")[3].text for r in rows) == ["1", "1", "2", "2"]
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element(By.ID, "filter-solver")).select_by_visible_text("rgym/scripted")
+    wait(browser, lambda d: len(visible_rows(d)) == 2)
+    browser.save_screenshot(str(tmp_path / "sweep.png"))
+    open_run(browser, lambda r: r.get_attribute("title").endswith("scripted/seed-1"))
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#steps .step")) == summarize(
+        sweep / "rgym__demo/scripted/seed-1").steps
