@@ -232,7 +232,10 @@ def extra_site_dirs() -> tuple[str, ...]:
     read-only, and the fast launcher puts them on ``sys.path``.  Only folders named
     ``site-packages``/``dist-packages``: an editable pack's checkout on ``sys.path``
     (graders, answers) is never shown to workers."""
+    import site
+
     roots = [os.path.realpath(p) for p in interpreter_paths()]
+    user_site = os.path.realpath(site.getusersitepackages())  # graders run with -s: never
     out: list[str] = []
     for entry in sys.path:
         if not entry or os.path.basename(entry.rstrip("/")) not in ("site-packages",
@@ -240,7 +243,7 @@ def extra_site_dirs() -> tuple[str, ...]:
             continue
         real = os.path.realpath(entry)
         if os.path.isdir(real) and real not in out and not _is_inside(real, roots) \
-                and not real.startswith("/usr/"):
+                and not real.startswith("/usr/") and real != user_site:
             out.append(real)
     return tuple(out)
 

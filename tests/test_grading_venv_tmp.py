@@ -14,6 +14,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -82,3 +83,35 @@ def test_a_normal_user_s_venv_under_its_closed_tmp_folder() -> None:
     result = json.loads(done.stdout)
     assert result["status"] == "submitted" and result["error"] is None, result
     assert all(g["valid"] and g["confined"] is True for g in result["scores"]), result["scores"]
+
+
+def test_a_layered_venv_s_parent_site_folder_is_bound_and_on_the_launcher_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A venv layered on another (``ChildEnv``: a ``.pth`` adds the parent's site folder)
+    gets the parent's site folder bound read-only for graders and workers, after the
+    private /tmp; the user's own site folder never."""
+    import site
+
+    from rgym_core import grader_confinement as gc
+
+    parent = tmp_path / "parent" / "lib" / "site-packages"
+    parent.mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(parent), site.getusersitepackages()])
+    gc.extra_site_dirs.cache_clear()
+    gc._python_facts.cache_clear()
+    gc._hidden_package_dirs.cache_clear()
+    try:
+        assert str(parent) in gc.extra_site_dirs()
+        assert os.path.realpath(site.getusersitepackages()) not in gc.extra_site_dirs()
+        assert str(parent) in gc._python_facts()["site_dirs"]
+        for cmd in (gc.grader_command("bwrap", eval_root=tmp_path, uid=None, env={}),
+                    gc.worker_command("bwrap", uid=None)):
+            with cmd.prepare(["python"]) as prepared:
+                argv = prepared.argv
+            tmpfs = argv.index("/tmp") if "/tmp" in argv else -1
+            bound = [i for i, a in enumerate(argv) if a == "--ro-bind" and argv[i + 1] == str(parent)]
+            assert bound and 0 <= tmpfs < bound[0], argv
+    finally:
+        gc.extra_site_dirs.cache_clear()
+        gc._python_facts.cache_clear()
+        gc._hidden_package_dirs.cache_clear()
