@@ -49,6 +49,8 @@ from rgym_view.data import iter_runs, parallel_map
 ACTION_CLASSES = ("edit", "run", "view", "search", "validate", "submit", "tool")
 WARNING_MODES = ("debug_loop", "premature_submit", "editor_rejections", "idle_wait")
 NOTE_MODES = ("budget_unused", "cost_without_improvement")
+#: The action mix over an episode is counted in this many equal parts of its steps.
+PHASES = 10
 FAILURE_MODES = WARNING_MODES + NOTE_MODES
 
 _EDIT_TOOLS = {"create", "edit", "insert", "write_file", "str_replace", "append"}
@@ -179,6 +181,8 @@ class RunAnalysis:
     cost_usd: float = 0.0
     improvement_pct: float | None = None
     cost_per_point: float | None = None
+    #: The action mix over the episode: one count per class for each tenth of its steps.
+    phases: list[dict[str, int]] = field(factory=list)
 
     @property
     def flagged(self) -> bool:
@@ -192,7 +196,8 @@ class RunAnalysis:
                 "end_reason": self.end_reason, "steps": self.steps, "actions": dict(self.actions),
                 "findings": list(self.findings), "flagged": self.flagged, "score": self.score,
                 "baseline": self.baseline, "cost_usd": self.cost_usd,
-                "improvement_pct": self.improvement_pct, "cost_per_point": self.cost_per_point}
+                "improvement_pct": self.improvement_pct, "cost_per_point": self.cost_per_point,
+                "phases": [dict(p) for p in self.phases]}
 
 
 @define
@@ -209,6 +214,7 @@ class GroupAnalysis:
     modes: Counter[str] = field(factory=Counter)
     cost_usd: float = 0.0
     improvement_pct: float = 0.0
+    phases: list[Counter[str]] = field(factory=lambda: [Counter() for _ in range(PHASES)])
 
     @property
     def action_share(self) -> dict[str, float]:
@@ -225,7 +231,16 @@ class GroupAnalysis:
                 "action_share": self.action_share, "statuses": dict(self.statuses),
                 "end_reasons": dict(self.end_reasons),
                 "failure_modes": {k: self.modes.get(k, 0) for k in FAILURE_MODES},
-                "cost_usd": self.cost_usd, "cost_per_point": self.cost_per_point}
+                "cost_usd": self.cost_usd, "cost_per_point": self.cost_per_point,
+                "action_share_by_phase": self.phase_shares()}
+
+    def phase_shares(self) -> list[dict[str, float]]:
+        """The action mix in each tenth of the episodes (shares of that tenth's steps)."""
+        out = []
+        for counts in self.phases:
+            total = sum(counts.values())
+            out.append({k: (counts.get(k, 0) / total if total else 0.0) for k in ACTION_CLASSES})
+        return out
 
 
 @define
@@ -370,6 +385,10 @@ def analyze_run(run: RunDir, options: AnalysisOptions | None = None,
         elif kind == "start":
             tools = [_short(str(t)) for t in record.get("tools") or []]
     actions = Counter(st.kind for st in steps)
+    phases: list[dict[str, int]] = [{} for _ in range(PHASES)]
+    for k, st in enumerate(steps):
+        bucket = phases[min(PHASES - 1, (2 * k + 1) * PHASES // (2 * len(steps)))]  # by the step's middle
+        bucket[st.kind] = bucket.get(st.kind, 0) + 1
     submitted_at = next((st.index for st in steps if st.kind == "submit"), None)
     if submitted_at is None and s.end_reason == "submit" and steps:
         submitted_at = steps[-1].index
@@ -402,7 +421,8 @@ def analyze_run(run: RunDir, options: AnalysisOptions | None = None,
     cpp = s.cost_usd / improvement if improvement and improvement > 0 and s.cost_usd else None
     status = s.status if s.state == "complete" else s.state
     return RunAnalysis(path=s.path, task=s.task_label, solver=s.solver, status=status or "?",
-                       end_reason=s.end_reason, steps=len(steps), actions=dict(actions), findings=findings,
+                       end_reason=s.end_reason, steps=len(steps), actions=dict(actions), phases=phases,
+                       findings=findings,
                        score=s.score, baseline=s.baseline, cost_usd=s.cost_usd,
                        improvement_pct=improvement, cost_per_point=cpp)
 
@@ -432,6 +452,8 @@ def analyze_paths(paths: Iterable[Path | str], options: AnalysisOptions | None =
         g.runs += 1
         g.steps += r.steps
         g.actions.update(r.actions)
+        for total, part in zip(g.phases, r.phases, strict=False):
+            total.update(part)
         g.statuses[r.status] += 1
         g.end_reasons[r.end_reason or r.status] += 1
         g.modes.update(set(r.kinds()))

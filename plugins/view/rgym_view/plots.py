@@ -1,13 +1,17 @@
 """``rgym analyze``'s plots (matplotlib, PNG and SVG), like MLGym's analyses: the
-action mix and the endings per solver (stacked bars), the failure modes per
-solver, and the cost against the improvement over the baseline per run."""
+action mix and the endings per solver (stacked bars), the action mix over the
+episode (by tenth of its steps, one panel per solver and task), the failure modes
+per solver, and the cost against the improvement over the baseline per run."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from rgym_view.analysis import ACTION_CLASSES, FAILURE_MODES, AnalysisReport
+from rgym_view.analysis import ACTION_CLASSES, FAILURE_MODES, PHASES, AnalysisReport
+
+#: Panels of the action-mix-over-the-episode figure (one per solver and task).
+MAX_PHASE_PANELS = 12
 
 _COLOURS = ["#2f5fd0", "#e07b39", "#3a9d5d", "#c43c3c", "#8a63d2", "#8c564b", "#d4a017", "#17becf",
             "#7f7f7f", "#bcbd22"]
@@ -71,6 +75,34 @@ def write_plots(report: AnalysisReport, folder: Path | str) -> list[Path]:
              "runs showing the failure mode")
     ax.set_title("Failure modes")
     written += _save(fig, folder, "failure_modes")
+    plt.close(fig)
+
+    shown = groups[:MAX_PHASE_PANELS]
+    cols = min(3, len(shown)) or 1
+    rows = (len(shown) + cols - 1) // cols or 1
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows + 0.8), squeeze=False, sharey=True)
+    ticks = list(range(PHASES))
+    for n, g in enumerate(shown):
+        ax = axes[n // cols][n % cols]
+        shares = g.phase_shares()
+        bottom = [0.0] * PHASES
+        for i, k in enumerate(ACTION_CLASSES):
+            values = [shares[t][k] * 100 for t in ticks]
+            ax.bar(ticks, values, bottom=bottom, width=0.9, color=_COLOURS[i % len(_COLOURS)],
+                   label=k if n == 0 else None)
+            bottom = [a + b for a, b in zip(bottom, values, strict=True)]
+        ax.set_title(_label(g.task, g.solver, many).replace("\n", " · "), fontsize=9)
+        ax.set_xticks(ticks, [f"{10 * t}%" for t in ticks], fontsize=7)
+        ax.set_ylim(0, 100)
+    for n in range(len(shown), rows * cols):
+        axes[n // cols][n % cols].axis("off")
+    for row in axes:
+        row[0].set_ylabel("share of steps (%)")
+    fig.suptitle("Action mix over the episode (by tenth of its steps)"
+                 + (f", first {MAX_PHASE_PANELS} of {len(groups)}" if len(groups) > len(shown) else ""))
+    fig.legend(loc="lower center", ncol=len(ACTION_CLASSES), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    written += _save(fig, folder, "action_phases")
     plt.close(fig)
 
     points = [r for r in report.runs if r.improvement_pct is not None]

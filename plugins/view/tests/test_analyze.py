@@ -58,10 +58,19 @@ def test_analyze_flags_the_premature_submit_and_the_debug_loop_and_not_the_hones
     assert scripted["failure_modes"]["debug_loop"] == 1 and scripted["failure_modes"]["premature_submit"] == 1
     assert scripted["statuses"] == {"submitted": 3} and scripted["end_reasons"] == {"submit": 3}
     assert abs(sum(scripted["action_share"].values()) - 1) < 1e-9
+    # the action mix over the episode: each step in one tenth, the loop's runs early, its submit last
+    assert len(loop["phases"]) == 10
+    counted: dict[str, int] = {}
+    for tenth in loop["phases"]:
+        for k, v in tenth.items():
+            counted[k] = counted.get(k, 0) + v
+    assert counted == loop["actions"]
+    assert set(loop["phases"][0]) == {"run"} and "submit" in loop["phases"][9]
+    assert len(scripted["action_share_by_phase"]) == 10
 
     # the plots, PNG and SVG
     names = {Path(p).name for p in report["plots"]}
-    for stem in ("action_mix", "endings", "failure_modes", "cost_improvement"):
+    for stem in ("action_mix", "action_phases", "endings", "failure_modes", "cost_improvement"):
         assert {f"{stem}.png", f"{stem}.svg"} <= names
         assert (plots / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "<svg" in (plots / f"{stem}.svg").read_text()[:2000]
