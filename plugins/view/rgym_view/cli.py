@@ -77,7 +77,7 @@ def view(paths: tuple[Path, ...], output: Path | None, serve: bool, port: int, h
         if open_browser:
             webbrowser.open(server.url)
         try:
-            server._stop.wait()
+            server.wait()
         except KeyboardInterrupt:
             pass
         finally:

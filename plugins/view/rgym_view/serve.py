@@ -99,6 +99,10 @@ class ViewerServer:
         threading.Thread(target=self.httpd.serve_forever, name="rgym-view-http", daemon=True).start()
         threading.Thread(target=self.watch, name="rgym-view-watch", daemon=True).start()
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until :meth:`stop` (or ``timeout`` seconds); True once stopped."""
+        return self._stop.wait(timeout)
+
     def stop(self) -> None:
         self._stop.set()
         self.httpd.shutdown()
