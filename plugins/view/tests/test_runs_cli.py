@@ -147,3 +147,29 @@ def test_parse_since() -> None:
     assert parse_since("yesterday", now=now) == parse_since("today", now=now) - 86400
     with pytest.raises(ValueError, match="2026-11-30"):
         parse_since("soon", now=now)
+
+
+def test_damaged_runs_are_listed_and_viewed_not_fatal(tmp_path: Path) -> None:
+    """A result.json that is not JSON, and a trajectory torn by a hard kill."""
+    from rgym_view.analysis import analyze_paths
+    from rgym_view.html import write_viewer
+
+    runs = tmp_path / "runs"
+    ok = [{"tool": "bash", "args": {"command": "ls"}, "output": "a\n", "exit_code": 0}]
+    make_run(runs / "corrupt", ok, final={"accuracy": 0.7},
+             gradings=[{"step": 1, "kind": "submit", "scores": {"accuracy": 0.7}}])
+    (runs / "corrupt" / "result.json").write_text("{not json")
+    make_run(runs / "torn", ok * 2, status=None)
+    with (runs / "torn" / "trajectory.jsonl").open("a") as fh:
+        fh.write('{"type": "step", "step": {"index": 3, "act')  # killed mid-line
+    rows = {Path(r["path"]).name: r for r in runs_json(str(runs), cwd=tmp_path)}
+    assert rows["corrupt"]["state"] == "corrupt" and "result.json cannot be read" in rows["corrupt"]["error"]
+    assert rows["torn"]["state"] == "incomplete" and rows["torn"]["steps"] == 2
+    assert names(runs_json(str(runs), "--status", "corrupt", cwd=tmp_path)) == ["corrupt"]
+    page, count = write_viewer([runs], tmp_path / "view.html")
+    assert count == 2 and page.stat().st_size > 0
+    report = analyze_paths([runs])
+    assert sorted(Path(r.path).name for r in report.runs) == ["corrupt", "torn"]
+    proc = rgym("show", str(runs / "corrupt"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "state:    corrupt" in proc.stdout
