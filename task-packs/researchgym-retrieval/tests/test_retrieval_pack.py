@@ -100,3 +100,12 @@ def test_forged_evaluate_txt_gets_no_score(tmp_path: Path) -> None:
     result = scripted(tmp_path, forge + " && rm rgym_tta.py")
     assert result["status"] == "submission_missing"
     assert not result.get("final_scores")
+
+
+def test_show_lists_each_profiles_subtasks() -> None:
+    proc = run_cli("show", TASK, env={"COLUMNS": "250"})
+    assert proc.returncode == 0, proc.stderr
+    lines = [line.strip() for line in proc.stdout.splitlines()]
+    assert "sub-tasks: qs-image (primary, r1, baseline 35), qs-text (r1, baseline 45.3333)" in lines
+    assert any(line.startswith("sub-tasks: reid (primary, r1, baseline 37.8)") for line in lines)
+    assert any("researchgym/cross-modal-retrieval -> .researchgym/ (starter files)" in line for line in lines)
