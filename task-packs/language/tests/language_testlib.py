@@ -1,0 +1,82 @@
+"""Helpers shared by the language pack's tests (a uniquely named module: every
+pack's tests share one pytest session)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import attrs
+import pytest
+
+from rgym_core.packs import load_task
+
+PACK = Path(__file__).resolve().parents[1]
+TASKS = PACK / "rgym_task_language" / "tasks"
+DATASETS = PACK / "rgym_task_language" / "datasets"
+
+
+@attrs.define(frozen=True)
+class FixtureData:
+    root: Path
+    data: Path          # --data-dir: one sub-folder per dataset
+    env: dict[str, str]  # PYTHONPATH with the fixture plugin
+
+    def copy_of(self, dataset_folder: str, dest: Path) -> Path:
+        shutil.copytree(self.data / dataset_folder, dest / dataset_folder)
+        return dest
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def require_gpt2_bpe() -> None:
+    """Skip (fail in CI) when GPT-2's BPE file is nowhere to be found."""
+    from rgym_task_language.gpt2 import BpeUnavailable, ranks_bytes
+
+    try:
+        ranks_bytes()
+    except BpeUnavailable as exc:
+        if in_ci():
+            pytest.fail(f"CI=true but {exc} (.ci/setup.d/40-language.sh downloads it)")
+        pytest.skip(str(exc))
+
+
+def load_spec(name: str):  # type: ignore[no-untyped-def]
+    from rgym_core.packs import load_dataset
+
+    return load_dataset(DATASETS / f"{name}.yaml")
+
+
+def subprocess_env(*extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "RGYM_DATA_DIR"}
+    for part in extra:
+        env.update(part)
+    return env
+
+
+FIXTURE_DATASETS = {
+    "mlgym/mnli": ["data=language-fixture/mnli", "pretrained=language-fixture/bert-base-uncased"],
+    "mlgym/fineweb-lm": ["data=language-fixture/fineweb10B"],
+}
+
+
+def recorded(task: str, profile: str = "cpu") -> dict[str, float]:
+    return load_task(TASKS / task.split("/")[1]).with_profile(profile).baseline_scores
+
+
+def fixture_args(task: str, fixture_data: FixtureData) -> list[str]:
+    args = ["--data-dir", str(fixture_data.data)]
+    for option in FIXTURE_DATASETS[task]:
+        args += ["--dataset", option]
+    return args
+
+
+def result_of(stdout: str) -> dict | None:
+    try:
+        return json.loads(stdout)
+    except json.JSONDecodeError:
+        return None
