@@ -75,3 +75,20 @@ def test_show_lists_each_profile_s_sub_tasks() -> None:
         if profile.subtasks is not None:
             resolved = task.with_profile(name)
             assert f"    sub-tasks: {subtasks_text(resolved.subtasks) or 'none'}" in lines
+
+
+def test_the_limits_are_those_of_the_profile_a_run_gets() -> None:
+    registry = load_registry()
+    tasks = [reg.item for reg in registry.tasks.values() if reg.item.profiles]
+    if not tasks:
+        return
+    task = tasks[0]
+    default = task.with_profile(None)
+    data = run_json("show", task.id)
+    assert data["sandbox_limits_profile"] == default.profile
+    assert data["sandbox_limits"] == sandbox_limits(registry, default)
+    other = [name for name in task.profile_names if name != default.profile]
+    if other:
+        data = run_json("show", task.id, "--profile", other[0])
+        assert data["sandbox_limits_profile"] == other[0]
+        assert data["sandbox_limits"] == sandbox_limits(registry, task.with_profile(other[0]))

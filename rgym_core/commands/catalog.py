@@ -218,11 +218,12 @@ def sandbox_limits(registry: Registry, spec: TaskSpec) -> dict[str, dict[str, st
     return out
 
 
-def limits_lines(limits: dict[str, dict[str, str]]) -> list[str]:
+def limits_lines(limits: dict[str, dict[str, str]], profile: str | None = None) -> list[str]:
     """``limits per sandbox:`` and one line per backend."""
     if not limits:
         return []
-    lines = ["limits per sandbox (no --sandbox-option):"]
+    which = f"profile {profile}, " if profile else ""
+    lines = [f"limits per sandbox ({which}no --sandbox-option):"]
     for name, items in limits.items():
         text = "; ".join(f"{k} {v}" for k, v in items.items()) if items else \
             "not described by the backend"
@@ -252,11 +253,14 @@ def show_cmd(ctx: click.Context, task: str, profile: str | None, as_json: bool) 
         spec: TaskSpec = reg.item if profile is None else reg.item.with_profile(profile)
     except (RegistryError, SpecError) as exc:
         raise click.UsageError(str(exc)) from None
-    limits = sandbox_limits(registry, spec)
+    # What a run gets: the asked profile, else the task's default one (rgym run's choice).
+    resolved = spec if spec.profile is not None else spec.with_profile(None)
+    limits = sandbox_limits(registry, resolved)
     if as_json:
         data = unstructure(spec)
         data["distribution"] = reg.distribution
         data["sandbox_limits"] = limits
+        data["sandbox_limits_profile"] = resolved.profile
         click.echo(json.dumps(data, indent=2, default=str))
         return
     from rich.console import Console
@@ -275,7 +279,7 @@ def show_cmd(ctx: click.Context, task: str, profile: str | None, as_json: bool) 
     console.print(table)
     console.print(f"budget: {_budget_text(spec.budget)}", highlight=False)
     console.print(f"resources: {_resources_text(spec.resources)}", highlight=False)
-    for line in limits_lines(limits):
+    for line in limits_lines(limits, resolved.profile):
         console.print(escape(line), highlight=False, soft_wrap=True)
     if spec.datasets:
         console.print("datasets: " + ", ".join(f"{d.id} -> {d.mount}/" for d in spec.datasets),
