@@ -96,6 +96,16 @@ class Grader:
             # view (bubblewrap, containers) never see them: nothing is changed there.
             self._guard = hide_task_files(task, datasets)
 
+    @property
+    def confinement(self) -> str:
+        """How gradings are confined: ``container`` (the backend's grader container),
+        else the host's mode (``bubblewrap+uids``, ``uids``, ``bubblewrap``, ``none``)."""
+        if self.isolated and type(self.sandbox).grade is not Sandbox.grade:
+            return "container"
+        from rgym_core.grader_confinement import host_confinement
+
+        return host_confinement().mode
+
     def close(self) -> None:
         """Give what the episode closed to other users its modes back (idempotent)."""
         guard, self._guard = self._guard, None

@@ -229,12 +229,16 @@ class IsolationInfo:
     runner's process, ``process`` = a separate confined process); ``agent_confinement``:
     what the process mode got on this machine (``bubblewrap+uid``, ``bubblewrap``,
     ``uid``); ``sandbox``: the sandbox's isolation mode (local: ``bubblewrap``, ``uid``,
-    ``none``; Docker: ``container``...); ``sandbox_detail``: the backend's own words."""
+    ``none``; Docker: ``container``...); ``sandbox_detail``: the backend's own words;
+    ``grading``: how graders and the agent code they run are confined (on the host:
+    ``bubblewrap+uids``, ``uids``, ``bubblewrap``, ``none``; ``container`` when the
+    backend grades in a container of its own)."""
 
     agent: str = "none"
     agent_confinement: str | None = None
     sandbox: str | None = None
     sandbox_detail: str | None = None
+    grading: str | None = None
 
     @classmethod
     def of(cls, agent_isolation: str, agent: Any, sandbox: Any,
@@ -268,7 +272,8 @@ class IsolationInfo:
         detail = self.sandbox_detail
         if detail and detail != sandbox:
             sandbox = detail if detail.startswith(sandbox) else f"{sandbox} ({detail})"
-        return f"agent: {agent}; sandbox: {sandbox}"
+        return f"agent: {agent}; sandbox: {sandbox}" + (f"; grading: {self.grading}"
+                                                       if self.grading else "")
 
 
 @define

@@ -527,6 +527,11 @@ class Episode:
                                               isolated=spec.isolated_grading,
                                               seed=self.config.grader_seed,
                                               env=profile_env(self.task))
+                    try:
+                        if result.isolation is not None:
+                            result.isolation.grading = self.grader.confinement
+                    except Exception:  # noqa: BLE001 - informative only: the gradings report it
+                        pass
                     ctx = ToolContext(sandbox=sandbox, task=self.task, run_dir=self.run_dir,
                                       state=self.state, grade=self._grade, record=self._record,
                                       action_timeout_s=self.budget.action_timeout_s,

@@ -24,6 +24,7 @@ def test_the_result_records_agent_and_sandbox_isolation(tmp_path: Path, isolatio
     assert iso.agent == isolation
     assert iso.sandbox in ("bubblewrap", "uid", "none")
     assert iso.sandbox_detail
+    assert iso.grading in ("bubblewrap+uids", "uids", "bubblewrap", "none")
     if isolation == "process":
         assert iso.agent_confinement in ("bubblewrap+uid", "bubblewrap", "uid")
     else:
@@ -34,6 +35,7 @@ def test_the_result_records_agent_and_sandbox_isolation(tmp_path: Path, isolatio
     assert shown.returncode == 0, shown.stderr
     line = next(x for x in shown.stdout.splitlines() if x.strip().startswith("isolation:"))
     assert f"agent: {isolation}" in line and f"sandbox: {iso.sandbox}" in line
+    assert f"grading: {iso.grading}" in line
 
 
 def test_an_older_result_without_it_reads_as_none(tmp_path: Path) -> None:
@@ -53,3 +55,5 @@ def test_the_summary_line() -> None:
     assert info.summary() == "agent: process (uid); sandbox: container"
     assert IsolationInfo(sandbox="uid", sandbox_detail="separate user").summary() == \
         "agent: none; sandbox: uid (separate user)"
+    assert IsolationInfo(sandbox="bubblewrap", grading="bubblewrap+uids").summary() == \
+        "agent: none; sandbox: bubblewrap; grading: bubblewrap+uids"
