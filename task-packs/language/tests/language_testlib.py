@@ -41,7 +41,7 @@ def require_gpt2_bpe() -> None:
         ranks_bytes()
     except BpeUnavailable as exc:
         if in_ci():
-            pytest.fail(f"CI=true but {exc} (.ci/setup.d/40-language.sh downloads it)")
+            pytest.fail(f"CI=true but {exc} (.ci/setup.d/35-language.sh downloads it)")
         pytest.skip(str(exc))
 
 
