@@ -93,17 +93,34 @@ def iter_mnli(zip_path: Path, member: str) -> Iterator[dict[str, Any]]:
             raise DatasetError(f"{zip_path}: no member {member} (expected MultiNLI 1.0's layout)") \
                 from None
         with fh:
-            for number, raw in enumerate(fh, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    row = json.loads(raw)
-                    gold = row["gold_label"]
-                    if gold == "-":
-                        continue
-                    yield {"pairID": str(row["pairID"]), "genre": str(row.get("genre", "")),
-                           "premise": str(row["sentence1"]), "hypothesis": str(row["sentence2"]),
-                           "label": MNLI_LABELS.index(gold)}
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise DatasetError(f"{zip_path}: {member} line {number}: not a MultiNLI "
-                                       f"record ({type(exc).__name__}: {exc})") from None
+            yield from _mnli_records(fh, f"{zip_path}: {member}")
+
+
+def iter_mnli_file(path: Path, expected_lines: int | None = None) -> Iterator[dict[str, Any]]:
+    """The labelled pairs of an extracted MultiNLI jsonl file; with ``expected_lines``
+    the file must first hold exactly that many records (MultiNLI 1.0's counts)."""
+    if expected_lines is not None:
+        with path.open("rb") as fh:
+            lines = sum(1 for raw in fh if raw.strip())
+        if lines != expected_lines:
+            raise DatasetError(f"{path}: {lines} records, expected {expected_lines} (MultiNLI 1.0); "
+                               f"the file is truncated or another version")
+    with path.open("rb") as fh:
+        yield from _mnli_records(fh, str(path))
+
+
+def _mnli_records(fh: Any, where: str) -> Iterator[dict[str, Any]]:
+    for number, raw in enumerate(fh, start=1):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw)
+            gold = row["gold_label"]
+            if gold == "-":
+                continue
+            yield {"pairID": str(row["pairID"]), "genre": str(row.get("genre", "")),
+                   "premise": str(row["sentence1"]), "hypothesis": str(row["sentence2"]),
+                   "label": MNLI_LABELS.index(gold)}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DatasetError(f"{where} line {number}: not a MultiNLI record "
+                               f"({type(exc).__name__}: {exc})") from None

@@ -12,7 +12,9 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from rgym_core.datasets import DatasetError
 from rgym_core.specs import DatasetSpec, PreparedDataset
@@ -38,8 +40,23 @@ def _link_or_copy(src: Path, dest: Path) -> None:
 MNLI_ZIP = "multinli_1.0.zip"
 
 
-def _mnli_readme(n_train: int, n_val: int) -> str:
-    return (f"# MultiNLI 1.0\n\nConverted by rgym from multinli_1.0.zip.\n\n"
+def _extracted_mnli(spec: DatasetSpec, data_dir: Path | None) -> dict[str, Path] | None:
+    """The extracted jsonl files (``multinli_1.0_{train,dev_matched}.jsonl``, in the
+    dataset folder or its ``multinli_1.0/``) when the zip is absent, else ``None``."""
+    folders = sources.searched_folders(spec, data_dir)
+    if any((f / MNLI_ZIP).is_file() for f in folders):
+        return None
+    members = dict(spec.options.get("members") or {})
+    for folder in folders:
+        for sub in (folder, folder / "multinli_1.0"):
+            found = {split: sub / Path(member).name for split, member in members.items()}
+            if all(p.is_file() for p in found.values()):
+                return found
+    return None
+
+
+def _mnli_readme(n_train: int, n_val: int, source: str) -> str:
+    return (f"# MultiNLI 1.0\n\nConverted by rgym from {source}.\n\n"
             f"| file | content |\n| --- | --- |\n"
             f"| `train.jsonl` | {n_train} labelled pairs: pairID, genre, premise, hypothesis, label |\n"
             f"| `validation_matched.jsonl` | {n_val} pairs of the matched validation set: idx, "
@@ -49,20 +66,31 @@ def _mnli_readme(n_train: int, n_val: int) -> str:
 
 
 def prepare_mnli(spec: DatasetSpec, cache_dir: Path, data_dir: Path | None) -> PreparedDataset:
-    """``multinli_1.0.zip`` (SHA-256) read without extracting: train and
-    validation-matched jsonl; the validation labels private."""
-    from rgym_task_language.formats import iter_mnli
+    """``multinli_1.0.zip`` (SHA-256) read without extracting, or the extracted
+    ``multinli_1.0_{train,dev_matched}.jsonl`` (record counts checked, digests
+    recorded): train and validation-matched jsonl; the validation labels private."""
+    from rgym_task_language.formats import iter_mnli, iter_mnli_file
 
     members = dict(spec.options.get("members") or {})
+    extracted = _extracted_mnli(spec, data_dir)
+    params: dict[str, Any] = {"members": members}
+    if extracted is not None:  # the jsonl files as the zip extracts them: digests recorded
+        params["extracted_sha256"] = {k: sources.sha256_of(p) for k, p in extracted.items()}
+
+    def records(split: str) -> Iterator[dict[str, Any]]:
+        if extracted is not None:
+            lines = (spec.options.get("extracted_lines") or {}).get(split)
+            return iter_mnli_file(extracted[split], lines)
+        return iter_mnli(sources.locate_verified(spec, data_dir, MNLI_ZIP), members[split])
 
     def build(dest: Path) -> None:
-        archive = sources.locate_verified(spec, data_dir, MNLI_ZIP)
         public, private = dest / "public", dest / "private"
         public.mkdir()
         private.mkdir()
+        source = "the extracted jsonl files" if extracted else MNLI_ZIP
         n_train = 0
         with (public / "train.jsonl").open("w") as fh:
-            for row in iter_mnli(archive, members["train"]):
+            for row in records("train"):
                 fh.write(json.dumps(row) + "\n")
                 n_train += 1
         n_val = 0
@@ -70,17 +98,17 @@ def prepare_mnli(spec: DatasetSpec, cache_dir: Path, data_dir: Path | None) -> P
                 (private / "validation_matched_labels.csv").open("w", newline="") as priv:
             labels = csv.writer(priv)
             labels.writerow(["idx", "label"])
-            for idx, row in enumerate(iter_mnli(archive, members["validation_matched"])):
+            for idx, row in enumerate(records("validation_matched")):
                 label = row.pop("label")
                 pub.write(json.dumps({"idx": idx, **row}) + "\n")
                 labels.writerow([idx, label])
                 n_val += 1
         if not n_train or not n_val:
-            raise DatasetError(f"{archive}: no labelled pairs in "
-                               f"{members['train'] if not n_train else members['validation_matched']}")
-        (public / "README.md").write_text(_mnli_readme(n_train, n_val))
+            raise DatasetError(f"{source}: no labelled pairs in the "
+                               f"{'training' if not n_train else 'validation-matched'} file")
+        (public / "README.md").write_text(_mnli_readme(n_train, n_val, source))
 
-    folder = cached_build(spec, cache_dir, "jsonl-v1", {"members": members}, build)
+    folder = cached_build(spec, cache_dir, "jsonl-v1", params, build)
     return PreparedDataset(id=spec.id, public=folder / "public", private=folder / "private")
 
 

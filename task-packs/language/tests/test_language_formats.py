@@ -113,3 +113,21 @@ def test_bert_folder_checked(tmp_path, fixture_data):
     (data / "bert-base-uncased" / "model.safetensors").write_bytes(b"not safetensors")
     with pytest.raises(DatasetError, match="the BERT weights do not load"):
         prepare.prepare_bert(spec, tmp_path / "cache2", data)
+
+
+def test_mnli_extracted_jsonl_files_give_the_same_data(tmp_path, fixture_data):
+    zipped = fixtures.fixture_spec(load_spec("mnli"), fixture_data.data / "mnli")
+    from_zip = prepare.prepare_mnli(zipped, tmp_path / "cache", fixture_data.data)
+    data = tmp_path / "data"
+    with zipfile.ZipFile(fixture_data.data / "mnli" / "multinli_1.0.zip") as zf:
+        zf.extractall(data / "mnli")  # multinli_1.0/multinli_1.0_*.jsonl
+    spec = fixtures.fixture_spec(load_spec("mnli"), data / "mnli",
+                                 options={"extracted_lines": {"train": 800, "validation_matched": 200}})
+    ready = prepare.prepare_mnli(spec, tmp_path / "cache", data)
+    for name in ("train.jsonl", "validation_matched.jsonl"):
+        assert (ready.public / name).read_bytes() == (from_zip.public / name).read_bytes()
+    assert "extracted jsonl files" in (ready.public / "README.md").read_text()
+    dev = data / "mnli" / "multinli_1.0" / "multinli_1.0_dev_matched.jsonl"
+    dev.write_text("\n".join(dev.read_text().splitlines()[:-5]) + "\n")
+    with pytest.raises(DatasetError, match="195 records, expected 200"):
+        prepare.prepare_mnli(spec, tmp_path / "cache2", data)
