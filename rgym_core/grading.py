@@ -421,24 +421,31 @@ class HiddenFromOthers:
         # A path inside another one is covered by it (and recording it after the outer
         # one changed it would record changed modes).
         outer = [p for p in unique if not any(p != q and p.is_relative_to(q) for q in unique)]
-        for path in outer:
-            key = _guard_key(path)
-            with _locked(key):
-                record = GUARD_DIR / f"{key}.json"
-                if not record.exists():
-                    _write_atomic(record, json.dumps({"path": str(path), "modes": _tree_modes(path)}))
-                holders = GUARD_DIR / f"{key}.holders"
-                holders.mkdir(exist_ok=True, mode=0o700)
-                fd = os.open(holders / f"{os.getpid()}-{id(self)}-{time.monotonic_ns()}",
-                             os.O_CREAT | os.O_RDWR, 0o600)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                self._held.append((path, fd))
-                for name, mode in _tree_modes(path).items():
-                    target = path if name == "." else path / name
-                    try:
-                        os.chmod(target, mode & ~0o007)
-                    except OSError:
-                        pass
+        try:
+            for path in outer:
+                self._hide(path)
+        except BaseException:
+            self.release()  # what was closed so far gets its modes back
+            raise
+
+    def _hide(self, path: Path) -> None:
+        key = _guard_key(path)
+        with _locked(key):
+            record = GUARD_DIR / f"{key}.json"
+            if not record.exists():
+                _write_atomic(record, json.dumps({"path": str(path), "modes": _tree_modes(path)}))
+            holders = GUARD_DIR / f"{key}.holders"
+            holders.mkdir(exist_ok=True, mode=0o700)
+            fd = os.open(holders / f"{os.getpid()}-{id(self)}-{time.monotonic_ns()}",
+                         os.O_CREAT | os.O_RDWR, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._held.append((path, fd))
+            for name, mode in _tree_modes(path).items():
+                target = path if name == "." else path / name
+                try:
+                    os.chmod(target, mode & ~0o007)
+                except OSError:
+                    pass
 
     def release(self) -> None:
         held, self._held = self._held, []
