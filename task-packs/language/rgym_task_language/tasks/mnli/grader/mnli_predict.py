@@ -25,6 +25,7 @@ def main():
     batch_size = int(os.environ.get("RGYM_MNLI_BATCH") or 64)
     max_length = int(os.environ.get("RGYM_MNLI_MAX_LENGTH") or 128)
     transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     has_tokenizer = any(os.path.isfile(os.path.join(MODEL, f)) for f in TOKENIZER_FILES)
     tokenizer = transformers.AutoTokenizer.from_pretrained(MODEL if has_tokenizer else "rgym_tokenizer")
     model = transformers.AutoModelForSequenceClassification.from_pretrained(

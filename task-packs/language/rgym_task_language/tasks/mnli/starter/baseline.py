@@ -66,6 +66,7 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     device = "cuda" if torch.cuda.is_available() else "cpu"
 
     rows = read_pairs(os.path.join(args.data, "train.jsonl"), args.train_examples)
