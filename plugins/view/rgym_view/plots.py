@@ -81,19 +81,21 @@ def write_plots(report: AnalysisReport, folder: Path | str) -> list[Path]:
     cols = min(3, len(shown)) or 1
     rows = (len(shown) + cols - 1) // cols or 1
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows + 0.8), squeeze=False, sharey=True)
-    ticks = list(range(PHASES))
+    # each tenth as a flat block: x runs 0, 10, 10, 20, 20, ... 100, each value twice
+    edges = [x * 100 / PHASES for t in range(PHASES) for x in (t, t + 1)]
+    colours = [_COLOURS[i % len(_COLOURS)] for i in range(len(ACTION_CLASSES))]
     for n, g in enumerate(shown):
         ax = axes[n // cols][n % cols]
         shares = g.phase_shares()
-        bottom = [0.0] * PHASES
-        for i, k in enumerate(ACTION_CLASSES):
-            values = [shares[t][k] * 100 for t in ticks]
-            ax.bar(ticks, values, bottom=bottom, width=0.9, color=_COLOURS[i % len(_COLOURS)],
-                   label=k if n == 0 else None)
-            bottom = [a + b for a, b in zip(bottom, values, strict=True)]
+        # one stacked area per class (7 shapes a panel, cheap to draw even for many panels)
+        ax.stackplot(edges, *[[shares[t][k] * 100 for t in range(PHASES) for _ in (0, 1)]
+                              for k in ACTION_CLASSES],
+                     colors=colours, labels=list(ACTION_CLASSES) if n == 0 else (), linewidth=0)
         ax.set_title(_label(g.task, g.solver, many).replace("\n", " · "), fontsize=9)
-        ax.set_xticks(ticks, [f"{10 * t}%" for t in ticks], fontsize=7)
+        ax.set_xlim(0, 100)
         ax.set_ylim(0, 100)
+        ax.set_xlabel("episode progress (% of its steps)", fontsize=7)
+        ax.tick_params(labelsize=7)
     for n in range(len(shown), rows * cols):
         axes[n // cols][n % cols].axis("off")
     for row in axes:

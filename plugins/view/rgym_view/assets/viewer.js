@@ -271,7 +271,10 @@
     var xs = pts.map(function (p) { return p[0]; }), ys = pts.map(function (p) { return p[1]; });
     if (opts.limit != null) ys.push(opts.limit);
     if (opts.base != null) ys.push(opts.base);
-    var x0 = Math.min.apply(null, xs), x1 = Math.max.apply(null, xs), y0 = Math.min.apply(null, ys), y1 = Math.max.apply(null, ys);
+    // a loop, not Math.min.apply: a run of 100,000+ steps would pass too many arguments
+    function lo(a) { var m = Infinity; for (var i = 0; i < a.length; i++) if (a[i] < m) m = a[i]; return m; }
+    function hi(a) { var m = -Infinity; for (var i = 0; i < a.length; i++) if (a[i] > m) m = a[i]; return m; }
+    var x0 = lo(xs), x1 = hi(xs), y0 = lo(ys), y1 = hi(ys);
     if (opts.zero) y0 = Math.min(0, y0);
     if (x1 === x0) x1 = x0 + 1;
     if (y1 === y0) { y1 += Math.abs(y1) * 0.1 || 1; y0 -= Math.abs(y0) * 0.1 || 0; }
