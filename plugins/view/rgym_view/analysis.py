@@ -494,6 +494,10 @@ def render_text(report: AnalysisReport) -> str:
     rows = [[g.task, g.solver, *(str(g.statuses.get(s, 0) or "") for s in statuses)] for g in report.groups]
     out.append("How episodes ended (runs per exit status)\n" +
                _table(rows, ["task", "solver", *statuses], set(range(2, 2 + len(statuses)))))
+    reasons = sorted({s for g in report.groups for s in g.end_reasons})
+    rows = [[g.task, g.solver, *(str(g.end_reasons.get(s, 0) or "") for s in reasons)] for g in report.groups]
+    out.append("Why the agent's loop ended (runs per end reason)\n" +
+               _table(rows, ["task", "solver", *reasons], set(range(2, 2 + len(reasons)))))
     rows = []
     for g in report.groups:
         cpp = g.cost_per_point

@@ -79,7 +79,8 @@ def test_analyze_flags_the_premature_submit_and_the_debug_loop_and_not_the_hones
     proc = rgym("analyze", str(runs_folder), "--no-plots", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
-    for heading in ("Action mix", "How episodes ended", "Failure modes", "Runs with findings"):
+    for heading in ("Action mix", "How episodes ended", "Why the agent's loop ended", "Failure modes",
+                    "Runs with findings"):
         assert heading in text
     assert "warning premature_submit: submitted at step 2 before any validation" in text
     assert "warning debug_loop: the same command failed 5 times" in text
