@@ -161,6 +161,9 @@ def export_inspect(paths: tuple[Path, ...], out_dir: Path | None, as_json: bool)
     if as_json:
         click.echo(json.dumps([{"run_dir": str(r), "log": str(p)} for r, p in written], indent=2))
         return
+    if not written:
+        click.echo(f"no runs under {', '.join(str(t) for t in targets)}: nothing to export")
+        return
     for run, log in written:
         click.echo(f"{run} -> {log}")
     click.echo(f"wrote {len(written)} log{'s' if len(written) != 1 else ''} to {folder}; "
