@@ -215,22 +215,11 @@ def browser_times(sweep_page: Path, long_page: Path) -> dict[str, float]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--long", type=int, default=20_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--browser", action="store_true", help="also time headless Chromium")
-    parser.add_argument("--keep", type=Path, default=None, help="write the runs here and keep them")
-    args = parser.parse_args()
-
+def measure(args: argparse.Namespace, root: Path) -> None:
     from rgym_view.analysis import analyze_paths, render_text
     from rgym_view.html import write_viewer
     from rgym_view.plots import write_plots
 
-    root = args.keep or Path(tempfile.mkdtemp(prefix="bench-view-", dir=os.environ.get("TMPDIR", "/var/tmp")))
-    root.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     sweep = make_sweep(root, args.runs, args.steps)
     long_run = make_long(root, args.long)
@@ -297,8 +286,24 @@ def main() -> None:
         for what, seconds in browser_times(pages["sweep"], pages["long"]).items():
             print(f"  {what:<46}{seconds:>7.2f} s")
     print(json.dumps({f"{m}:{n}": [round(med(m, n), 3), round(med(m, n, True), 3)] for m, n in results}))
-    if args.keep is None:
-        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--long", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--browser", action="store_true", help="also time headless Chromium")
+    parser.add_argument("--keep", type=Path, default=None, help="write the runs here and keep them")
+    args = parser.parse_args()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="bench-view-", dir=os.environ.get("TMPDIR", "/var/tmp")))
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        measure(args, root)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
