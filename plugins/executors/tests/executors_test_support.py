@@ -13,7 +13,9 @@ ENV = {"COLUMNS": "200", "OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": ""}
 #: Issue #16's acceptance sweep, restricted to fast tasks as in tests/test_sweep_local.py: every
 #: MLGym task of the game-theory pack but Colonel Blotto, the baseline agent, seeds 1-3 (six
 #: deterministic episodes: a seeded cell's grader gets its seed).
-SWEEP = ["--plugins", "gametheory,baseline", "sweep", "mlgym/*", "--exclude", "mlgym/blotto", "--agent",
+#: (``--plugins`` keeps the executors pack enabled: it brings the ray and slurm executors.)
+SWEEP = ["--plugins", "gametheory,baseline,executors", "sweep", "mlgym/*", "--exclude",
+         "mlgym/blotto", "--agent",
          "baseline", "--seeds", "1-3", "--max-parallel", "4"]
 CELLS = 6
 
