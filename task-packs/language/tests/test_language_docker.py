@@ -16,7 +16,7 @@ from language_testlib import fixture_args, in_ci, recorded, subprocess_env
 
 from rgym_core.testing import run_cli
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
 WHEELS = Path(os.environ.get("RGYM_PIP_FIND_LINKS", "/opt/wheels"))
 
 
@@ -56,7 +56,7 @@ def docker_env(fixture_data, tmp_path_factory) -> dict[str, str]:
 def test_baseline_episode_in_docker(tmp_path, fixture_data, docker_env, task):
     proc = run_cli("run", task, "--profile", "cpu", "--agent", "baseline", "--sandbox", "docker",
                    "--runs-dir", str(tmp_path / "runs"), "--json",
-                   *fixture_args(task, fixture_data), env=docker_env, timeout=1800)
+                   *fixture_args(task, fixture_data), env=docker_env, timeout=1150)
     try:
         result = json.loads(proc.stdout)
     except json.JSONDecodeError:
