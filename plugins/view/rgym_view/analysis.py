@@ -368,22 +368,49 @@ def improvement_pct(score: float | None, baseline: float | None, direction: str)
     return delta / abs(baseline) * 100
 
 
+class FactsCollector:
+    """Gathers what the detectors need from a trajectory's records, one record at a
+    time (so a reader that walks the records for another purpose, such as the
+    viewer, analyses the run in the same pass)."""
+
+    def __init__(self) -> None:
+        self.steps: list[StepFacts] = []
+        self.gradings: list[dict[str, Any]] = []
+        self.tools: list[str] = []
+
+    def add(self, record: dict[str, Any]) -> None:
+        kind = record.get("type")
+        if kind == "step":
+            self.steps.append(_step_facts(record.get("step") or {}))
+        elif kind == "score":
+            self.gradings.append(record.get("score") or {})
+        elif kind == "start":
+            self.tools = [_short(str(t)) for t in record.get("tools") or []]
+
+    def analysis(self, summary: RunSummary, budget: dict[str, Any],
+                 options: AnalysisOptions | None = None) -> RunAnalysis:
+        """The run's analysis (``budget``: config.json's budget)."""
+        return analyze_facts(self.steps, self.gradings, self.tools, summary, budget,
+                             options or AnalysisOptions())
+
+
 def analyze_run(run: RunDir, options: AnalysisOptions | None = None,
                 summary: RunSummary | None = None) -> RunAnalysis:
     """The analysis of one run directory."""
-    options = options or AnalysisOptions()
-    s = summary or summarize(run)
-    steps: list[StepFacts] = []
-    gradings: list[dict[str, Any]] = []
-    tools: list[str] = []
+    collector = FactsCollector()
     for record in run.records():
-        kind = record.get("type")
-        if kind == "step":
-            steps.append(_step_facts(record.get("step") or {}))
-        elif kind == "score":
-            gradings.append(record.get("score") or {})
-        elif kind == "start":
-            tools = [_short(str(t)) for t in record.get("tools") or []]
+        collector.add(record)
+    budget: dict[str, Any] = {}
+    try:
+        budget = run.config().get("budget") or {}
+    except RunDirError:
+        pass
+    return collector.analysis(summary or summarize(run), budget, options)
+
+
+def analyze_facts(steps: list[StepFacts], gradings: list[dict[str, Any]], tools: list[str],
+                  s: RunSummary, budget: dict[str, Any], options: AnalysisOptions) -> RunAnalysis:
+    """The analysis of one run from its steps' facts, gradings, tool names, summary and budget."""
     actions = Counter(st.kind for st in steps)
     phases: list[dict[str, int]] = [{} for _ in range(PHASES)]
     for k, st in enumerate(steps):
@@ -399,11 +426,6 @@ def analyze_run(run: RunDir, options: AnalysisOptions | None = None,
     findings += _idle(steps, options.idle_s)
     improvement = improvement_pct(s.score, s.baseline, s.direction)
     no_gain = improvement is None or improvement <= 0
-    budget: dict[str, Any] = {}
-    try:
-        budget = run.config().get("budget") or {}
-    except RunDirError:
-        pass
     if submitted_at is not None and no_gain and isinstance(budget, dict):
         left = []
         max_steps, limit = budget.get("max_steps"), budget.get("time_limit_s")

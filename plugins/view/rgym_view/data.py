@@ -143,9 +143,15 @@ def read_result(run: RunDir) -> tuple[EpisodeResult | None, str | None]:
 
 
 def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS,
-               result: tuple[EpisodeResult | None, str | None] | None = None) -> dict[str, Any]:
+               result: tuple[EpisodeResult | None, str | None] | None = None,
+               summary: RunSummary | None = None) -> dict[str, Any]:
     """One run's trajectory as the viewer's compact data (see the module's docstring);
-    ``result``: what :func:`read_result` gave, when the caller has it already."""
+    ``result``: what :func:`read_result` gave, when the caller has it already.  With
+    ``summary``, the same pass over the records also analyses the run (``rgym
+    analyze``'s failure modes, under ``"analysis"``)."""
+    from rgym_view.analysis import FactsCollector  # analysis imports this module
+
+    facts = FactsCollector() if summary is not None else None
     steps: list[dict[str, Any]] = []
     gradings: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
@@ -154,6 +160,8 @@ def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS,
     problem = None
     try:
         for line, record in iter_numbered_records(run.trajectory_path):
+            if facts is not None:
+                facts.add(record)
             kind = record.get("type")
             if kind == "step":
                 step = record.get("step") or {}
@@ -196,8 +204,12 @@ def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS,
         budget = config["budget"] if isinstance(config.get("budget"), dict) else {}
     except RunDirError:
         pass
+    analysis = None
+    if facts is not None and summary is not None and problem is None:
+        done = facts.analysis(summary, budget)
+        analysis = {"findings": done.findings, "flagged": done.flagged, "actions": done.actions}
     return {"steps": steps, "gradings": gradings, "events": events, "prompt": prompt, "start": start,
-            "result": final, "budget": budget, "problem": problem}
+            "result": final, "budget": budget, "problem": problem, "analysis": analysis}
 
 
 def summary_row(s: RunSummary, index: int, base: Path | None) -> dict[str, Any]:
@@ -254,10 +266,14 @@ def _load_one(job: tuple[int, Path], *, base: Path | None, with_steps: bool, max
     index, path = job
     run = RunDir(path)
     result = read_result(run)
-    row = summary_row(summarize(run, result=result[0]), index, base)
+    summary = summarize(run, result=result[0])
+    row = summary_row(summary, index, base)
     if not with_steps:
         return row, None
-    traj = trajectory(run, max_output_chars=max_output_chars, result=result)
+    traj = trajectory(run, max_output_chars=max_output_chars, result=result, summary=summary)
+    found = (traj.get("analysis") or {}).get("findings") or []
+    # the run list shows (and filters on) the failure modes that flag a run
+    row["modes"] = sorted({f["kind"] for f in found if f.get("severity") == "warning"})
     return row, encode(traj) if encode is not None else traj
 
 

@@ -352,3 +352,34 @@ def test_after_a_sweep_the_viewer_shows_every_cell_with_its_score(browser: Any, 
     open_run(browser, lambda r: r.get_attribute("title").endswith("scripted/seed-1"))
     assert len(browser.find_elements(By.CSS_SELECTOR, "#steps .step")) == summarize(
         sweep / "rgym__demo/scripted/seed-1").steps
+
+
+def test_the_viewer_shows_and_filters_the_failure_modes_rgym_analyze_finds(
+        browser: Any, runs_folder: Path, demo_runs: dict[str, Path], tmp_path: Path) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    page = tmp_path / "view.html"
+    assert rgym("view", str(runs_folder), "-o", str(page), cwd=tmp_path).returncode == 0
+    open_page(browser, page.as_uri())
+    modes = {r.get_attribute("title").rsplit("/", 1)[-1]: r.find_element(By.CSS_SELECTOR, ".modes").text
+             for r in visible_rows(browser)}
+    assert modes[demo_runs["loop"].name] == "debug loop"
+    assert modes[demo_runs["premature"].name] == "premature submit"
+    assert modes[demo_runs["honest"].name] == "" and modes[demo_runs["react"].name] == ""
+    Select(browser.find_element(By.ID, "filter-mode")).select_by_value("debug_loop")
+    wait(browser, lambda d: len(visible_rows(d)) == 1)
+    open_run(browser, lambda r: True)
+    card = browser.find_element(By.ID, "failure-modes")
+    assert "debug loop" in card.text and "python train.py --epochs 3" in card.text
+    browser.save_screenshot(str(tmp_path / "failure-modes.png"))
+    card.find_elements(By.CSS_SELECTOR, ".step-link")[4].click()  # the fifth failing attempt
+    wait(browser, lambda d: "target" in d.find_element(By.ID, "step-5").get_attribute("class"))
+    assert "err" in browser.find_element(By.ID, "step-5").get_attribute("class")  # a failed step
+    # an honest run: the card says none were found
+    browser.find_element(By.ID, "back").click()
+    wait(browser, lambda d: d.find_elements(By.ID, "filter-mode"))
+    Select(browser.find_element(By.ID, "filter-mode")).select_by_value("")
+    wait(browser, lambda d: len(visible_rows(d)) == 4)
+    open_run(browser, lambda r: r.get_attribute("title").endswith(demo_runs["honest"].name))
+    card = browser.find_element(By.ID, "failure-modes")
+    assert "warning" not in card.text

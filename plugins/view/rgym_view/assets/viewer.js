@@ -10,7 +10,7 @@
   var BLOCK = 50;            // steps per lazily rendered block
   var FOLD_LINES = 40;       // outputs longer than this are folded
   var FOLD_CHARS = 4000;
-  var state = { sort: "started_at", dir: -1, text: "", task: "", solver: "", status: "", flagged: false };
+  var state = { sort: "started_at", dir: -1, text: "", task: "", solver: "", status: "", mode: "", flagged: false };
 
   // ------------------------------------------------------------------ helpers
   function esc(s) {
@@ -151,8 +151,14 @@
   var COLS = [
     ["task_label", "task"], ["agent", "agent"], ["model", "model"], ["seed", "seed", "num"],
     ["status", "status"], ["score", "score", "num"], ["cost_usd", "cost", "num"], ["steps", "steps", "num"],
-    ["duration_s", "duration", "num"], ["integrity", "integrity"], ["started_at", "started", "num"]
+    ["duration_s", "duration", "num"], ["modes", "failure modes"], ["integrity", "integrity"],
+    ["started_at", "started", "num"]
   ];
+  function modeBadges(r) {
+    var m = r.modes || [];
+    if (!m.length) return "";
+    return m.map(function (k) { return '<span class="badge warn" title="rgym analyze found this">' + esc(k.replace(/_/g, " ")) + "</span>"; }).join(" ");
+  }
   function distinct(key) {
     var seen = {}, out = [];
     RUNS.forEach(function (r) { var v = r[key]; if (v != null && !seen[v]) { seen[v] = 1; out.push(v); } });
@@ -165,18 +171,22 @@
   function renderList() {
     document.title = META.title;
     var statuses = distinct("status").concat(distinct("state").filter(function (s) { return s !== "complete"; }));
+    var modes = [];
+    RUNS.forEach(function (r) { (r.modes || []).forEach(function (k) { if (modes.indexOf(k) < 0) modes.push(k); }); });
+    modes.sort();
     app.innerHTML =
       '<div class="toolbar" id="list-toolbar">' +
       '<input type="search" id="filter-text" placeholder="Filter runs: task, agent, model, status, path…">' +
       '<select id="filter-task">' + options(distinct("task_label"), "all tasks") + "</select>" +
       '<select id="filter-solver">' + options(distinct("solver"), "all solvers") + "</select>" +
       '<select id="filter-status">' + options(statuses, "all statuses") + "</select>" +
+      '<select id="filter-mode">' + options(modes, "any or no failure mode") + "</select>" +
       '<label><input type="checkbox" id="filter-flagged"> flagged only</label>' +
       '<span class="count" id="run-count"></span></div>' +
       '<table id="runs"><thead><tr>' + COLS.map(function (c) {
         return '<th class="sortable ' + (c[2] || "") + '" data-key="' + c[0] + '">' + c[1] + "</th>";
       }).join("") + "</tr></thead><tbody></tbody></table>";
-    var ids = { "filter-text": "text", "filter-task": "task", "filter-solver": "solver", "filter-status": "status" };
+    var ids = { "filter-text": "text", "filter-task": "task", "filter-solver": "solver", "filter-status": "status", "filter-mode": "mode" };
     Object.keys(ids).forEach(function (id) {
       var input = document.getElementById(id);
       input.value = state[ids[id]];
@@ -204,6 +214,7 @@
   function sortValue(r, key) {
     if (key === "status") return statusOf(r);
     if (key === "integrity") return r.integrity ? (r.integrity.flagged ? 2 : (r.integrity.counts || {}).warning ? 1 : 0) : -1;
+    if (key === "modes") return (r.modes || []).length;
     return r[key];
   }
   function fillList() {
@@ -213,8 +224,9 @@
       if (state.solver && r.solver !== state.solver) return false;
       if (state.status && statusOf(r) !== state.status) return false;
       if (state.flagged && !(r.integrity && r.integrity.flagged)) return false;
+      if (state.mode && (r.modes || []).indexOf(state.mode) < 0) return false;
       if (words.length) {
-        var hay = [r.task_label, r.agent, r.model, statusOf(r), r.path, r.run_id, r.end_reason, r.seed].join(" ").toLowerCase();
+        var hay = [r.task_label, r.agent, r.model, statusOf(r), r.path, r.run_id, r.end_reason, r.seed, (r.modes || []).join(" ")].join(" ").toLowerCase();
         for (var i = 0; i < words.length; i++) if (hay.indexOf(words[i]) < 0) return false;
       }
       return true;
@@ -245,10 +257,11 @@
         '<td class="num">' + money(r.cost_usd) + "</td>" +
         '<td class="num steps">' + r.steps + "</td>" +
         '<td class="num">' + dur(r.duration_s) + "</td>" +
+        '<td class="modes">' + modeBadges(r) + "</td>" +
         '<td class="integrity">' + integrityBadge(r) + "</td>" +
         '<td class="num small">' + when(r.started_at) + "</td></tr>";
     }).join("");
-    body.innerHTML = html || '<tr><td colspan="11" class="empty">No run matches the filters.</td></tr>';
+    body.innerHTML = html || '<tr><td colspan="12" class="empty">No run matches the filters.</td></tr>';
     document.getElementById("run-count").textContent = rows.length + " of " + RUNS.length + " runs";
   }
 
@@ -402,7 +415,13 @@
       '<label><input type="checkbox" id="step-vals"> gradings only</label>' +
       '<label>go to step <input type="number" id="step-goto" min="1" style="width:90px"></label>' +
       '<span class="count" id="step-count"></span></div>';
-    app.innerHTML = head + '<div class="cards">' + resultCard + budgetCard + valCard + intCard + "</div>" + charts + prompt + toolbar + '<div class="steps" id="steps"></div>';
+    // what rgym analyze finds in this trajectory (debug loops, premature submits...)
+    var an = traj.analysis;
+    var modeCard = an ? '<div class="card" id="failure-modes"><h3>Failure modes</h3>' + (an.findings.length ? '<ul class="findings">' + an.findings.map(function (f) {
+      return '<li><span class="badge ' + (f.severity === "warning" ? "warn" : "info") + '">' + esc(f.severity) + "</span> <b>" + esc(f.kind.replace(/_/g, " ")) + "</b> " +
+        (f.steps || []).slice(0, 20).map(function (s) { return '<a class="step-link" data-step="' + s + '">#' + s + "</a>"; }).join(" ") + ((f.steps || []).length > 20 ? " …" : "") + ": " + esc(f.message) + "</li>";
+    }).join("") + "</ul>" : '<span class="badge good">none found</span>') + "</div>" : "";
+    app.innerHTML = head + '<div class="cards">' + resultCard + budgetCard + valCard + intCard + modeCard + "</div>" + charts + prompt + toolbar + '<div class="steps" id="steps"></div>';
     current = { run: run, traj: traj, order: null, observer: null, blocks: [] };
     var filt = { text: "", tool: "", errors: false, vals: false };
     function refilter() {
