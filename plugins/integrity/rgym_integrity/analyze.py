@@ -6,7 +6,9 @@ resolved task spec there), the steps from ``trajectory.jsonl``, the final
 workspace from ``workspace.tar.gz``.  What only the live monitor sees (the
 workspace listed after every step) is taken from the run's ``integrity.json``
 when it has one; otherwise file writes come from the commands alone and the
-protected files' start hashes from the task's starter folder.
+protected files' start hashes from the task's starter files: a dataset's starter
+folder (``starter: true``, prepared again through the registry as the run named
+it) then the task's own ``starter_files``, a later file winning.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from rgym_integrity.checks import run_checks
 from rgym_integrity.findings import IntegrityReport, ReportError, read_report
-from rgym_integrity.monitor import EpisodeMonitor, other_runs_artifacts
+from rgym_integrity.monitor import EpisodeMonitor, _starter_hashes, other_runs_artifacts
 from rgym_integrity.policy import resolve_policy
 from rgym_integrity.trace import (
     FileEvent,
@@ -92,17 +94,20 @@ def analyze_run_dir(run_dir: Path | str, *, registry: Any = None, keep_audit: bo
                 break
     except RunDirError as exc:
         raise AnalysisError(str(exc)) from None
-    policy = resolve_policy(task, {}, run_dir=run_dir, workspace=workspace)
+    datasets, dataset_problem = starter_datasets(task, run.config(), registry)
+    policy = resolve_policy(task, datasets, run_dir=run_dir, workspace=workspace)
     run_id = str(start.get("run_id") or run_dir.name.rsplit("-", 1)[-1])
-    monitor = EpisodeMonitor(policy, None, run_dir, run_id, task_root=task.root,
-                             starter=task.path(task.starter_files))
+    monitor = EpisodeMonitor(policy, None, run_dir, run_id, task_root=task.root)
     trace = monitor.trace
-    trace.starter_hashes = _hashes_of(task.path(task.starter_files))
-    starter = task.path(task.starter_files)
-    if starter is not None and starter.is_dir():
-        for path in sorted(starter.rglob("*")):
-            if path.is_file() and not path.is_symlink():
-                trace.initial[path.relative_to(starter).as_posix()] = path.stat().st_size
+    if dataset_problem or policy.starter_error:
+        trace.limits.append(dataset_problem or str(policy.starter_error))
+    trace.starter_hashes = _starter_hashes(monitor.starter)
+    for rel, host_file in sorted(monitor.starter.items()):
+        try:
+            if host_file.is_file() and not host_file.is_symlink():
+                trace.initial[rel] = host_file.stat().st_size
+        except OSError:
+            continue
     recorded = previous is not None and bool(previous.files or previous.protected)
     try:
         steps = run.steps()
@@ -123,10 +128,9 @@ def analyze_run_dir(run_dir: Path | str, *, registry: Any = None, keep_audit: bo
         trace.listed = False
         trace.limits.append("checked after the fact: file writes come from the commands only (the live "
                             "monitor did not record this run)")
-        if starter is not None:
-            for rel in trace.initial:
-                if policy.is_protected(rel):
-                    trace.protected[rel] = {"start": _sha(starter / rel), "hashes": []}
+        for rel in trace.initial:
+            if policy.is_protected(rel):
+                trace.protected[rel] = {"start": _sha(monitor.starter[rel]), "hashes": []}
     try:
         result = run.result()
         trace.scores = list(result.scores)
@@ -154,16 +158,36 @@ def _sha(path: Path) -> str | None:
         return None
 
 
-def _hashes_of(folder: Path | None) -> set[str]:
-    out: set[str] = set()
-    if folder is None or not folder.is_dir():
-        return out
-    for path in sorted(folder.rglob("*"))[:2000]:
-        if path.is_file() and not path.is_symlink():
-            sha = _sha(path)
-            if sha:
-                out.add(sha)
-    return out
+def starter_datasets(task: Any, config: Any, registry: Any = None) -> tuple[dict[str, Any], str | None]:
+    """The dataset that supplies ``task``'s starter files (``starter: true``), prepared
+    again on the host as the run named it (``config.json``'s ``run.datasets`` and
+    ``run.data_dir``), by mount; and why it could not be (``None`` when it was, or
+    when the task takes no starter from a dataset).  Only that dataset is prepared:
+    the analysis needs its starter folder, not the others' data."""
+    mount = getattr(task, "starter_dataset", None)
+    if mount is None:
+        return {}, None
+    found = config.get("run") if isinstance(config, dict) else None
+    run: dict[str, Any] = found if isinstance(found, dict) else {}
+    chosen: dict[str, Any] = run["datasets"] if isinstance(run.get("datasets"), dict) else {}
+    try:
+        import attrs
+
+        from rgym_core.runner import RunConfig, resolve_datasets
+
+        if registry is None:
+            from rgym_core.registry import load_registry
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                registry = load_registry()
+        data_dir = run.get("data_dir")
+        own = RunConfig(task=task.id, datasets={k: str(v) for k, v in chosen.items() if k == mount.mount},
+                        data_dir=Path(data_dir) if data_dir and data_dir != "None" else None)
+        return resolve_datasets(registry, attrs.evolve(task, datasets=[mount]), own), None
+    except Exception as exc:  # noqa: BLE001 - not registered, not downloadable, a broken prepare function
+        return {}, (f"the starter files of dataset '{chosen.get(mount.mount) or mount.id}' could not be "
+                    f"prepared ({type(exc).__name__}: {exc}); only the task's own starter files are known")
 
 
-__all__ = ["AnalysisError", "analyze_run_dir", "task_of_run"]
+__all__ = ["AnalysisError", "analyze_run_dir", "starter_datasets", "task_of_run"]

@@ -2,7 +2,8 @@
 runs the checks when the episode ends.
 
 * ``start`` (``rgym_episode_start``): resolve the task's policy, list the
-  workspace, hash the protected files, read the starter's code;
+  workspace, hash the protected files and the starter files (every starter
+  folder: a dataset's ``starter: true`` folder, then the task's own);
 * ``step`` (``rgym_step``): after every step that may write (not after ``open``,
   searches...), list the workspace again; each changed file gets a
   :class:`~rgym_integrity.trace.FileEvent` saying who wrote it; changed text files
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,14 @@ from rgym_integrity.findings import (
     IntegrityReport,
     write_report,
 )
-from rgym_integrity.policy import IntegrityPolicy, any_match, is_code, is_text_like, resolve_policy
+from rgym_integrity.policy import (
+    IntegrityPolicy,
+    any_match,
+    is_code,
+    is_text_like,
+    merge_starter_folders,
+    resolve_policy,
+)
 from rgym_integrity.shell import looks_only
 from rgym_integrity.trace import (
     READ_ONLY_TOOLS,
@@ -71,7 +80,9 @@ class EpisodeMonitor:
     """Evidence and checks for one episode (see the module docstring)."""
 
     def __init__(self, policy: IntegrityPolicy, sandbox: Any, run_dir: Path, run_id: str,
-                 task_root: Path | None = None, starter: Path | None = None) -> None:
+                 task_root: Path | None = None, starter: Path | Mapping[str, Path] | None = None) -> None:
+        """``starter``: the starter files by workspace path (default: the policy's,
+        :attr:`IntegrityPolicy.starter`), or one folder that holds them all."""
         self.policy = policy
         self.run_dir = Path(run_dir)
         self.trace = EpisodeTrace(policy=policy, run_dir=self.run_dir, run_id=run_id)
@@ -83,7 +94,12 @@ class EpisodeMonitor:
         self.cost_start = 0.0
         self.cost_steps: list[float] = []
         self.cost_end = 0.0
-        self.starter = starter
+        if starter is None:
+            self.starter: dict[str, Path] = dict(policy.starter)
+        elif isinstance(starter, Mapping):
+            self.starter = dict(starter)
+        else:
+            self.starter = merge_starter_folders([Path(starter)])
         self.last_time = time.time()
 
     # -- the hooks ----------------------------------------------------------------------
@@ -96,8 +112,9 @@ class EpisodeMonitor:
         task = episode.task
         policy = resolve_policy(task, getattr(episode, "datasets", {}) or {}, run_dir=episode.run_dir,
                                 workspace=workspace)
-        monitor = cls(policy, sandbox, episode.run_dir, episode.run_id, task_root=task.root,
-                      starter=task.path(task.starter_files))
+        monitor = cls(policy, sandbox, episode.run_dir, episode.run_id, task_root=task.root)
+        if policy.starter_error:
+            monitor.trace.limits.append(policy.starter_error)
         if policy.leakage_error:
             monitor.trace.limits.append(f"the task's leakage policy could not be read: {policy.leakage_error}")
         monitor._begin()
@@ -307,11 +324,10 @@ class EpisodeMonitor:
                                limits=limits, cost=cost, monitor=f"rgym-integrity {__version__}")
 
 
-def _starter_hashes(starter: Path | None) -> set[str]:
+def _starter_hashes(starter: Mapping[str, Path]) -> set[str]:
+    """SHA-256 of the starter files (at most 2000, each at most 64 MiB)."""
     out: set[str] = set()
-    if starter is None or not starter.is_dir():
-        return out
-    for path in sorted(starter.rglob("*"))[:2000]:
+    for _, path in sorted(starter.items())[:2000]:
         try:
             if path.is_file() and not path.is_symlink() and path.stat().st_size <= 64 << 20:
                 out.add(sha256_bytes(path.read_bytes()))

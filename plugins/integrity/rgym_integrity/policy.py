@@ -6,6 +6,9 @@ Defaults (used in addition to what a task declares):
 
 * protected: starter files named like evaluation code (``evaluate.py``,
   ``grade.py``, ``grading/``, ``eval_*.py``, ``metrics.py``, ``scoring.py``);
+  the starter files are every starter folder in copy order (a dataset's
+  ``starter: true`` folder, then the task's ``starter_files``; see
+  :func:`starter_files`);
 * results: data and text files named like results (``results.json``,
   ``metrics.csv``, ``scores.txt``, ``report.md``, ``eval_*.json``...), and the
   grader's submission files when the task names them (not a catch-all ``**/*``);
@@ -145,6 +148,10 @@ class IntegrityPolicy:
     leakage: Any = None
     leakage_error: str | None = None
     workspace: str = ""
+    #: The starter files by workspace path (the host file that won, see :func:`starter_files`).
+    starter: dict[str, Path] = field(factory=dict)
+    #: Why a starter folder could not be used (a dataset's starter that was not prepared).
+    starter_error: str | None = None
 
     def is_result_file(self, path: str) -> bool:
         """Declared results, named submission files, or a data file named like results
@@ -163,6 +170,42 @@ class IntegrityPolicy:
 
     def is_test_data(self, path: str) -> bool:
         return any_match(path, self.test_data)
+
+
+def starter_folders_of(task: Any, datasets: Mapping[str, Any] | None = None) -> tuple[list[Path], str | None]:
+    """Every folder whose files make up a fresh workspace, in copy order (the core's
+    :func:`rgym_core.datasets.starter_folders`: a dataset's ``starter: true`` folder,
+    then the task's ``starter_files``), and why a folder is missing (``None`` when
+    none is).  Never raises: without the prepared datasets only the task's own folder
+    is returned, with the reason."""
+    own = task.path(task.starter_files)
+    fallback = [own] if own is not None and own.is_dir() else []
+    try:
+        from rgym_core.datasets import starter_folders
+    except ImportError:  # a core without dataset starters
+        return fallback, None
+    try:
+        return list(starter_folders(task, datasets or {})), None
+    except Exception as exc:  # noqa: BLE001 - DatasetError, or a prepare function's odd result
+        mount = getattr(task, "starter_dataset", None)
+        what = f"dataset '{mount.id}'" if mount is not None else "a dataset"
+        return fallback, f"the starter files of {what} are not at hand ({exc}); only the task's own are known"
+
+
+def starter_files(task: Any, datasets: Mapping[str, Any] | None = None) -> dict[str, Path]:
+    """The starter files by workspace path (``a/b.py``) -> the host file that is copied
+    there: every folder of :func:`starter_folders_of`, a later folder's file winning
+    over an earlier one's with the same path (as the workspace is made)."""
+    return merge_starter_folders(starter_folders_of(task, datasets)[0])
+
+
+def merge_starter_folders(folders: Iterable[Path]) -> dict[str, Path]:
+    """The files of ``folders`` by relative path; a later folder's file wins."""
+    out: dict[str, Path] = {}
+    for folder in folders:
+        for rel in _starter_files(folder):
+            out[rel] = folder / rel
+    return out
 
 
 def _starter_files(root: Path | None) -> list[str]:
@@ -203,8 +246,8 @@ def _dataset_private(datasets: Mapping[str, Any]) -> tuple[list[str], list[str]]
     return paths, sorted(names)
 
 
-def _public_names(task: Any, datasets: Mapping[str, Any]) -> set[str]:
-    names = {rel.rsplit("/", 1)[-1] for rel in _starter_files(task.path(task.starter_files))}
+def _public_names(starter: Iterable[str], datasets: Mapping[str, Any]) -> set[str]:
+    names = {rel.rsplit("/", 1)[-1] for rel in starter}
     for prepared in datasets.values():
         public = getattr(prepared, "public", None)
         if public is not None and Path(public).is_dir():
@@ -239,12 +282,14 @@ def resolve_policy(task: Any, datasets: Mapping[str, Any] | None = None, *,
     """The settings for ``task`` (a :class:`~rgym_core.specs.TaskSpec`, profile applied)."""
     datasets = datasets or {}
     spec = getattr(task, "integrity", None)
-    starter = _starter_files(task.path(task.starter_files))
+    folders, starter_error = starter_folders_of(task, datasets)
+    starter_map = merge_starter_folders(folders)
+    starter = list(starter_map)
     protected = list(getattr(spec, "protected", []) or [])
     protected += [f for f in starter if any_match(f, DEFAULT_PROTECTED)]
     grader_paths, grader_names = _grader_names(task)
     private_paths, private_names = _dataset_private(datasets)
-    public = _public_names(task, datasets)
+    public = _public_names(starter, datasets)
     hidden_names = sorted({n for n in [*grader_names, *private_names]
                            if n not in public and n not in _GENERIC_NAMES and len(n) >= 5
                            and not n.endswith((".pyc",))})
@@ -286,9 +331,11 @@ def resolve_policy(task: Any, datasets: Mapping[str, Any] | None = None, *,
         primary=task.primary_metric.name, metric_names=[m.name for m in task.metrics],
         mounts=[m.mount for m in task.datasets], submission=list(task.grader.submission),
         submission_exclude=list(task.grader.exclude), given_text="\n".join(given),
-        leakage=leakage, leakage_error=leakage_error, workspace=workspace)
+        leakage=leakage, leakage_error=leakage_error, workspace=workspace, starter=starter_map,
+        starter_error=starter_error)
 
 
 __all__ = ["CODE_EXTENSIONS", "DEFAULT_PROTECTED", "DEFAULT_TEST_DATA", "TEXT_EXTENSIONS", "IntegrityPolicy",
            "any_match", "default_bounds", "extension", "glob_match", "is_code", "is_text_like",
-           "resolve_policy"]
+           "merge_starter_folders", "resolve_policy", "starter_files",
+           "starter_folders_of"]
