@@ -258,21 +258,29 @@ class AnalysisReport:
                 "skipped": list(self.skipped)}
 
 
+@functools.lru_cache(maxsize=8192)
+def _command_facts(command: str) -> tuple[str, str, str]:
+    """``(program, class, key)`` of a shell command (agents repeat commands: cached)."""
+    program = first_program(command) if command else ""
+    return program, classify_command(command, program), " ".join(command.split())
+
+
 def _step_facts(step: dict[str, Any]) -> StepFacts:
     action = step.get("action") or {}
     obs = step.get("observation") or {}
     info = obs.get("info") or {}
-    tool = str(action.get("tool") or "?")
+    tool = _short(str(action.get("tool") or "?"))
     args = action.get("args") or {}
-    command = str(args.get("command") or "") if _short(tool) == "bash" else ""
-    program = first_program(command) if command else ""
-    kind = classify_command(command, program) if _short(tool) == "bash" else classify(tool, args)
+    if tool == "bash":
+        program, kind, key = _command_facts(str(args.get("command") or ""))
+        key = key or "bash"
+    else:
+        program, kind, key = "", classify(tool, args), f"{tool} {sorted(args.items())!r}"
     exit_code = obs.get("exit_code")
     failed = bool(obs.get("error")) or (isinstance(exit_code, int) and exit_code != 0)
-    key = " ".join(command.split()) if command else f"{_short(tool)} {sorted(args.items())!r}"
     rejected = info.get("applied") is False or (bool(info.get("lint_errors")) and bool(obs.get("error")))
     duration = step.get("duration_s")
-    return StepFacts(index=int(step.get("index") or 0), tool=_short(tool), key=key, kind=kind,
+    return StepFacts(index=int(step.get("index") or 0), tool=tool, key=key, kind=kind,
                      failed=failed, rejected=rejected, timed_out=bool(info.get("timed_out")),
                      duration_s=float(duration) if isinstance(duration, (int, float)) else 0.0,
                      program=program)
