@@ -49,8 +49,8 @@ from attrs import define, field
 
 from rgym_core.isolation.limits import Limits
 
-#: ``RGYM_BWRAP``: path of the bwrap binary, or ``0``/``off`` to act as if it were
-#: not installed (tests use this to exercise the fallback).
+#: ``RGYM_BWRAP``: path of the bwrap binary, ``1``/``on`` for the one on ``PATH``, or
+#: ``0``/``off`` to act as if it were not installed (tests use this to exercise the fallback).
 BWRAP_VAR = "RGYM_BWRAP"
 
 #: Host ``/etc`` entries a sandbox needs (dynamic linker, certificates, time zone,
@@ -75,6 +75,8 @@ def find_bwrap() -> str | None:
         chosen = chosen.strip()
         if chosen.lower() in ("", "0", "off", "no", "false", "none"):
             return None
+        if chosen.lower() in ("1", "on", "yes", "true"):
+            return shutil.which("bwrap")
         return chosen if os.access(chosen, os.X_OK) else shutil.which(chosen)
     return shutil.which("bwrap")
 
