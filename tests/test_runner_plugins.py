@@ -154,7 +154,9 @@ else:
 def pack(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Build and pip-install the test pack; returns its site folder and gate path."""
     root = tmp_path_factory.mktemp("testpack")
-    gate = root / "gate"
+    # The grader runs confined (its own /tmp, only the interpreter's files of the host): the
+    # gate lives beside the interpreter, the one host folder it sees.
+    gate = Path(sys.prefix) / f".rgym-test-gate-{os.getpid()}-{root.name}"
     src = root / "src" / "src" / "rgym_runner_testpack"
     task = src / "tasks" / "gated"
     (task / "grader").mkdir(parents=True)
