@@ -2,7 +2,7 @@
 
 Each finds the user's raw files (:mod:`rgym_task_language.sources`), verifies
 them, converts or links them once into rgym's cache
-(:mod:`rgym_task_language.cache`).  ``public`` is what the agent sees (read-only,
+(:mod:`rgym_core.dataset_cache`).  ``public`` is what the agent sees (read-only,
 mounted in the workspace); ``private`` (MNLI's validation labels, FineWeb's
 validation shard) reaches the grader only.
 """
@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rgym_core.dataset_cache import cached_build
 from rgym_core.datasets import DatasetError
 from rgym_core.specs import DatasetSpec, PreparedDataset
 from rgym_task_language import sources
-from rgym_task_language.cache import cached_build
 
 
 def _link_or_copy(src: Path, dest: Path) -> None:

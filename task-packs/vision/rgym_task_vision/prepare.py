@@ -2,7 +2,7 @@
 
 Each one finds the user's raw files (:mod:`rgym_task_vision.sources`), verifies
 them by SHA-256, converts them once into what the starters read and keeps the
-result in rgym's cache (:mod:`rgym_task_vision.cache`).  The ``public`` folder is
+result in rgym's cache (:mod:`rgym_core.dataset_cache`).  The ``public`` folder is
 what the agent sees (read-only, mounted at ``data/``); ``private`` holds the test
 labels or reference captions and reaches the grader only.
 
@@ -15,10 +15,10 @@ import csv
 import shutil
 from pathlib import Path
 
+from rgym_core.dataset_cache import cached_build
 from rgym_core.datasets import DatasetError
 from rgym_core.specs import DatasetSpec, PreparedDataset
 from rgym_task_vision import sources
-from rgym_task_vision.cache import cached_build
 
 FASHION_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
                    "Sneaker", "Bag", "Ankle boot"]

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rgym_task_vision import fixtures, prepare
-from rgym_task_vision.cache import MANIFEST, problems
 from vision_testlib import load_spec
 
+from rgym_core.dataset_cache import MANIFEST, problems
 from rgym_core.datasets import DatasetError
 
 SMALL_COCO = {"split": {"train": 20, "val": 6, "test": 6, "seed": 42, "image_size": 32}}

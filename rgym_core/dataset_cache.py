@@ -1,4 +1,4 @@
-"""Converted-once datasets: a build kept in rgym's cache with a manifest of digests.
+"""Converted-once datasets (for packs that convert raw files into what their starter reads): a build kept in rgym's cache with a manifest of digests.
 
 ``cached_build(spec, cache_dir, version, params, build)`` returns the folder of
 a verified build of ``spec``: reused when every file matches its
@@ -21,19 +21,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rgym_core.datasets import DatasetError
+from rgym_core.datasets import DatasetError, sha256_file
 from rgym_core.specs import DatasetSpec
 
 MANIFEST = "manifest.json"
 log = logging.getLogger("rgym.datasets")
-
-
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def entry_folder(spec: DatasetSpec, cache_dir: Path, version: str,
@@ -47,7 +39,7 @@ def entry_folder(spec: DatasetSpec, cache_dir: Path, version: str,
 
 
 def _files(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): _digest(p)
+    return {p.relative_to(folder).as_posix(): sha256_file(p)
             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
 
 
