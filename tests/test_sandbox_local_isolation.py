@@ -72,6 +72,9 @@ def test_a_new_lease_clears_what_a_crashed_holder_left(tmp_path: Path) -> None:
     try:
         os.close(first._fd)  # the holder crashes: the kernel drops its lock, nothing cleaned
         first._fd = None
+        deadline = time.monotonic() + 30  # setpriv switches uid a moment after Popen returns
+        while not uid_processes(uid) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert uid_processes(uid)
         second = lease(pool, lock_dir=tmp_path)
         assert second.uid == uid
