@@ -29,7 +29,14 @@ from typing import Any
 
 from attrs import define
 
-from rgym_core.records import EndReason, EpisodeResult, ExitStatus, ScoreRecord, Usage
+from rgym_core.records import (
+    EndReason,
+    EpisodeResult,
+    ExitStatus,
+    IsolationInfo,
+    ScoreRecord,
+    Usage,
+)
 from rgym_core.registry import Registry, RegistryError, load_registry
 from rgym_core.rundir import (
     WORKSPACE_ARCHIVE,
@@ -192,7 +199,8 @@ def _archive_leftover(run: RunDir, mounts: list[str]) -> bool:
 
 def _grade_archive(run: RunDir, result: EpisodeResult, kind: str,
                    registry: Registry) -> ScoreRecord:
-    """Grade ``run``'s ``workspace.tar.gz`` with the task's grader."""
+    """Grade ``run``'s ``workspace.tar.gz`` with the task's grader, and record in
+    ``result.isolation.grading`` how that grading was confined."""
     from rgym_core.runner import RunError, make_grader, profile_env, resolve_datasets
 
     _, run_config = _config_of(run)
@@ -212,6 +220,9 @@ def _grade_archive(run: RunDir, result: EpisodeResult, kind: str,
         workspace = extract_workspace(run.archive_path, Path(tmp) / "workspace")
         grader = make_grader(task, FolderWorkspace(workspace), datasets, run.path, isolated=False,
                              seed=run_config.grader_seed, env=profile_env(task))
+        if result.isolation is None:  # a rebuilt result: only the asked agent isolation is known
+            result.isolation = IsolationInfo(agent=run_config.agent_isolation)
+        result.isolation.grading = grader.confinement
         return grader.grade(kind, result.steps)
 
 

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from rgym_core.agents import EpisodeStatus
 from rgym_core.grade_runs import finish_run
+from rgym_core.grader_confinement import host_confinement
 from rgym_core.progress import EpisodeProgress
 from rgym_core.records import Action
 from rgym_core.registry import load_registry
@@ -91,6 +92,10 @@ def test_sigkilled_run_is_listed_incomplete_and_finished_by_rgym_grade(tmp_path:
     assert result.steps == 1 and result.final_scores is not None
     assert result.final_scores["r2"] > 0.8  # baseline.py ran before the kill
     assert killed.archive_path.is_file()
+    # `rgym grade` says how it confined the grading it ran, even for a rebuilt result
+    assert result.isolation is not None and result.isolation.agent == "none"
+    assert result.isolation.grading == host_confinement().mode
+    assert result.scores[-1].confined is not None
     kinds = [s.kind for s in result.scores]
     again = finish_run(killed.path, load_registry(), regrade=True)  # `rgym grade --regrade`
     assert again.action == "graded" and [s.kind for s in killed.result().scores] == kinds
