@@ -41,7 +41,7 @@ ROWS = 5 * 256
 
 
 def starter_modules():
-    sys.path.insert(0, str(TASK_DIRS["Breakout-MinAtar"] / "starter" / "src"))
+    sys.path.insert(0, str(TASKS / "_shared" / "ppo_starter" / "src"))  # every task's starter code
     import helpers
     import networks
     import ppo
@@ -101,9 +101,13 @@ def bench_starter_evaluate(env_name: str, files: dict[str, object], folder: Path
     import shutil
     import subprocess
 
+    from rgym_core import load_task
+    from rgym_core.datasets import workspace_starter
     from rgym_core.testing import write_files
 
-    shutil.copytree(TASK_DIRS[env_name] / "starter", folder)
+    with workspace_starter(load_task(TASK_DIRS[env_name]), {}) as starter:  # shared code + config
+        assert starter is not None
+        shutil.copytree(starter, folder)
     write_files(folder, files)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "evaluate.py"], cwd=folder, capture_output=True, text=True,

@@ -118,6 +118,10 @@ def check_task(task: TaskSpec, report: PackReport, where: str) -> None:
         if has_own or supplier is None:
             report.add(where, has_own, f"starter files folder '{task.starter_files}'"
                        + ("" if has_own else " is missing"))
+    shared = task.starter_paths()[:len(task.shared_starter_files)]
+    for written, folder in shared:
+        exists = bool(folder and folder.is_dir())
+        report.add(where, exists, f"shared starter files folder '{written}'" + ("" if exists else " is missing"))
     if supplier is not None:
         report.add(where, True, f"starter files from dataset '{supplier.id}' (mount '{supplier.mount}', "
                    f"starter: true), prepared when the baseline runs")
@@ -145,6 +149,9 @@ def check_task(task: TaskSpec, report: PackReport, where: str) -> None:
             report.add(where, False, f"grader does not compile: {exc}")
     if starter and grader_dir and starter.is_dir() and grader_dir.is_dir():
         check_no_leak(grader_dir, starter, report, where)
+    for written, folder in shared:
+        if folder and grader_dir and folder.is_dir() and grader_dir.is_dir():
+            check_no_leak(grader_dir, folder, report, where, f" of '{written}'")
     names = {m.name for m in task.metrics}
     unknown = sorted(set(task.baseline_scores) - names)
     report.add(where, not unknown, "baseline scores name known metrics" if not unknown

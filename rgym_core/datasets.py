@@ -168,10 +168,12 @@ def prepare_dataset(spec: DatasetSpec, *, data_dir: Path | None = None,
 def starter_folders(task: TaskSpec, prepared: Mapping[str, PreparedDataset]) -> list[Path]:
     """The folders whose files make up a fresh workspace, in copy order: the starter
     a dataset supplies (the mount with ``starter: true``: its prepared ``starter``
-    folder, else its public folder), then the task's ``starter_files`` folder.
+    folder, else its public folder), then the task's ``shared_starter_files``
+    folders, then its ``starter_files`` folder (skipped when it does not exist).
 
     Raises :class:`DatasetError` when the starter dataset was not prepared or its
-    folder is missing (a ``prepare`` function that returned a wrong path)."""
+    folder is missing (a ``prepare`` function that returned a wrong path), or when a
+    shared starter folder is missing."""
     folders: list[Path] = []
     mount = task.starter_dataset
     if mount is not None:
@@ -184,9 +186,18 @@ def starter_folders(task: TaskSpec, prepared: Mapping[str, PreparedDataset]) -> 
             raise DatasetError(f"{folder}: the starter folder of dataset '{ready.id}' is missing; "
                                f"its prepare function must return an existing folder")
         folders.append(folder)
-    own = task.path(task.starter_files)
-    if own is not None and own.is_dir():
-        folders.append(own)
+    own = task.starter_paths()
+    for i, (written, shared) in enumerate(own[:len(task.shared_starter_files)]):
+        if shared is None or not shared.is_dir():
+            source = task.root / "task.yaml" if task.root is not None else f"task '{task.id}'"
+            raise DatasetError(f"{source}: shared_starter_files[{i}]: folder '{written}' is missing "
+                               f"(looked for {shared}); fix the path, relative to the task folder, "
+                               f"or ship the folder with the pack")
+        folders.append(shared)
+    if task.starter_files is not None:  # the task's own folder is optional
+        own_folder = own[-1][1]
+        if own_folder is not None and own_folder.is_dir():
+            folders.append(own_folder)
     return folders
 
 

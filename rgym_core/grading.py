@@ -354,13 +354,13 @@ def hidden_task_paths(task: TaskSpec, datasets: Mapping[str, PreparedDataset]) -
     files (but a starter file shared with the grader) and the private dataset parts."""
     grader_dir = task.path(task.grader.files)
     paths = [grader_dir] if grader_dir is not None and grader_dir.is_dir() else []
-    starter = task.path(task.starter_files)
+    starters = [folder.resolve() for _, folder in task.starter_paths() if folder is not None]
     try:
         includes = resolve_includes(task)
     except GradingError:
         includes = {}
     for source in includes.values():
-        if starter is None or not source.is_relative_to(starter.resolve()):
+        if not any(source.is_relative_to(starter) for starter in starters):
             paths.append(source)
     paths += [p.private for p in datasets.values() if p.private is not None]
     return paths

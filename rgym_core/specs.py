@@ -299,6 +299,17 @@ class TaskProfile:
     env: dict[str, str] | None = None
 
 
+def _shared_starters(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:
+    for i, entry in enumerate(value):
+        if not isinstance(entry, str) or not entry.strip():
+            raise FieldError(f"{attribute.name}[{i}]", "must be a folder path relative to the task "
+                                                       "folder, e.g. '../_shared/starter'")
+        if entry.startswith(("/", "\\")) or (len(entry) > 1 and entry[1] == ":"):
+            raise FieldError(f"{attribute.name}[{i}]", f"must be relative to the task folder (e.g. "
+                                                       f"'../_shared/starter'), not a machine-specific "
+                                                       f"path like {entry!r}")
+
+
 def _env_names(instance: Any, attribute: attrs.Attribute, value: dict[str, str]) -> None:
     for key in value:
         if not key or "=" in key or "\0" in key or key[0].isdigit():
@@ -316,6 +327,11 @@ class TaskSpec:
     asks for none.  A spec returned by :meth:`with_profile` has the profile
     applied and its name in ``profile``; ``env`` is extra environment for the
     agent's shell and the grader (rgym adds ``RGYM_PROFILE``).
+
+    ``shared_starter_files`` lists folders of starter files that several tasks of a
+    pack share (paths relative to the task folder, e.g. ``../_shared/ppo``): they are
+    copied into the workspace in order before the task's own ``starter_files``, whose
+    files win (see :meth:`starter_paths`).
     """
 
     id: str = field(validator=_namespaced)
@@ -323,6 +339,7 @@ class TaskSpec:
     metrics: list[Metric] = field()
     name: str = ""
     starter_files: str | None = "starter"
+    shared_starter_files: list[str] = field(factory=list, validator=_shared_starters)
     grader: GraderSpec = field(factory=GraderSpec)
     datasets: list[DatasetMount] = field(factory=list)
     baseline: Baseline | None = None
@@ -464,6 +481,17 @@ class TaskSpec:
     @property
     def baseline_scores(self) -> dict[str, float]:
         return dict(self.baseline.scores) if self.baseline else {}
+
+    def starter_paths(self) -> list[tuple[str, Path | None]]:
+        """The task's own starter folders in copy order, each as ``(as written in
+        task.yaml, path)``: every ``shared_starter_files`` entry, then ``starter_files``
+        (a later folder's file wins), resolved (``None`` for a task without a
+        directory).  Whether they exist is not checked here (see
+        :func:`rgym_core.datasets.starter_folders`)."""
+        entries = [*self.shared_starter_files,
+                   *([self.starter_files] if self.starter_files is not None else [])]
+        paths = [(entry, self.path(entry)) for entry in entries]
+        return [(entry, None if path is None else path.resolve()) for entry, path in paths]
 
     @property
     def starter_dataset(self) -> DatasetMount | None:

@@ -148,10 +148,10 @@ class EvalFolder:
         if grader is None or not grader.is_dir():
             raise FileNotFoundError(f"task '{spec.id}' has no grader folder '{spec.grader.files}'")
         files: dict[str, FileContent] = {}
-        starter_dir = spec.path(spec.starter_files)
-        if starter and starter_dir is not None and starter_dir.is_dir():
-            files.update({p.relative_to(starter_dir).as_posix(): p
-                          for p in starter_dir.rglob("*") if p.is_file()})
+        for _, starter_dir in spec.starter_paths() if starter else []:  # shared ones first
+            if starter_dir is not None and starter_dir.is_dir():
+                files.update({p.relative_to(starter_dir).as_posix(): p
+                              for p in starter_dir.rglob("*") if p.is_file()})
         files.update(submission or {})
         return cls.create(root, grader=grader, submission=files, data=data, private=private,
                           entry=spec.grader.entry, includes=resolve_includes(spec),

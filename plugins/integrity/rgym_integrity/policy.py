@@ -175,11 +175,12 @@ class IntegrityPolicy:
 def starter_folders_of(task: Any, datasets: Mapping[str, Any] | None = None) -> tuple[list[Path], str | None]:
     """Every folder whose files make up a fresh workspace, in copy order (the core's
     :func:`rgym_core.datasets.starter_folders`: a dataset's ``starter: true`` folder,
-    then the task's ``starter_files``), and why a folder is missing (``None`` when
-    none is).  Never raises: without the prepared datasets only the task's own folder
-    is returned, with the reason."""
-    own = task.path(task.starter_files)
-    fallback = [own] if own is not None and own.is_dir() else []
+    then the task's ``shared_starter_files`` and ``starter_files``), and why a folder is
+    missing (``None`` when none is).  Never raises: without the prepared datasets only
+    the task's own folders are returned, with the reason."""
+    paths = (task.starter_paths() if hasattr(task, "starter_paths")  # shared folders, then own
+             else [(task.starter_files, task.path(task.starter_files))])
+    fallback = [folder for _, folder in paths if folder is not None and folder.is_dir()]
     try:
         from rgym_core.datasets import starter_folders
     except ImportError:  # a core without dataset starters

@@ -215,3 +215,27 @@ def test_policy_and_starter_files_in_copy_order(tmp_path: Path) -> None:
     assert files["make.py"] == tmp_path / "prepared" / "starter" / "make.py"
     # without the prepared datasets only the task's own folder is seen (no error)
     assert set(starter_files(task, {})) == {"notes.txt"}
+
+
+def test_shared_starter_files_are_starter_files(tmp_path: Path) -> None:
+    """Files from the task's ``shared_starter_files`` are the agent's starting point too
+    (the task's own starter wins), with or without the prepared datasets."""
+    import yaml
+    from rgym_integrity.policy import starter_files
+
+    from rgym_core.packs import load_task
+
+    folder = make_task(tmp_path)
+    shared = tmp_path / "_shared" / "kit"
+    shared.mkdir(parents=True)
+    (shared / "notes.txt").write_text("shared notes (the task's own file wins)")
+    (shared / "tool.py").write_text("print('shared')\n")
+    spec = yaml.safe_load((folder / "task.yaml").read_text())
+    spec["shared_starter_files"] = ["../_shared/kit"]
+    (folder / "task.yaml").write_text(yaml.safe_dump(spec))
+    task = load_task(folder)
+    make_dataset(tmp_path)
+    for prepared in (prepared_of(tmp_path), {}):
+        files = starter_files(task, prepared)
+        assert files["tool.py"] == shared / "tool.py"
+        assert files["notes.txt"] == tmp_path / "task" / "starter" / "notes.txt"

@@ -23,12 +23,17 @@ TASK_DIRS = {
 TINY_NETWORK = {"num_hidden_units": 8, "num_hidden_layers": 1}
 
 
-def starter_src(env_name: str = "Breakout-MinAtar") -> Path:
-    return TASK_DIRS[env_name] / "starter" / "src"
+#: The starter code all three tasks share (`shared_starter_files`); each task's own
+#: `starter/` holds only its config.yaml.
+SHARED_STARTER_DIR = TASKS / "_shared" / "ppo_starter"
+
+
+def starter_src() -> Path:
+    return SHARED_STARTER_DIR / "src"
 
 
 def import_starter():
-    """The starter's `networks` and `helpers` modules (identical in every task)."""
+    """The starter's `networks` and `helpers` modules (shared by every task)."""
     src = str(starter_src())
     if src not in sys.path:
         sys.path.insert(0, src)

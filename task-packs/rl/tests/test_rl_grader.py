@@ -8,7 +8,7 @@ import re
 import textwrap
 
 import pytest
-from rl_testlib import TASK_DIRS, config_text, small_task, submission
+from rl_testlib import config_text, small_task, starter_src, submission
 
 from rgym_core.testing import grade
 
@@ -100,7 +100,7 @@ def get_model_ready(rng, config):
 
 def _policy_override(expression: str) -> dict:
     """src/networks.py whose policy returns ``expression`` (of ``self.value``, the batch size)."""
-    real = (TASK_DIRS["Breakout-MinAtar"] / "starter" / "src" / "networks.py").read_text()
+    real = (starter_src() / "networks.py").read_text()
     return {"src/real_networks.py": real,
             "src/networks.py": POLICY_RETURNING.replace("import networks as _real",
                                                         "import real_networks as _real")

@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from rl_testlib import PACK, TASK_DIRS, TASKS
+from rl_testlib import PACK, SHARED_STARTER_DIR, TASK_DIRS, TASKS
 
 from rgym_core import load_task
 from rgym_core.testing import EvalFolder
@@ -50,12 +50,19 @@ def test_task_spec_profiles_and_grader(env_name: str) -> None:
     assert f"env_name: {env_name}" in config and "profiles:" in config
 
 
-def test_shared_starter_files_are_identical_in_every_task() -> None:
-    first, *others = TASK_DIRS.values()
-    for name in SHARED_STARTER:
-        text = (first / "starter" / name).read_bytes()
-        for other in others:
-            assert (other / "starter" / name).read_bytes() == text, f"{other.name}/starter/{name} drifted"
+def test_every_task_starts_from_the_shared_ppo_and_its_own_config(tmp_path: Path) -> None:
+    """The workspace of each task holds the shared PPO code and that task's config.yaml."""
+    from rgym_core.datasets import workspace_starter
+
+    for env_name, task_dir in TASK_DIRS.items():
+        assert sorted(p.name for p in (task_dir / "starter").iterdir()) == ["config.yaml"]
+        with workspace_starter(load_task(task_dir), {}) as folder:
+            assert folder is not None
+            files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
+                           if p.is_file() and "__pycache__" not in p.parts)
+            assert files == sorted(["config.yaml", *SHARED_STARTER])
+            assert f"env_name: {env_name}" in (folder / "config.yaml").read_text()
+            assert (folder / "src" / "ppo.py").read_bytes() == (SHARED_STARTER_DIR / "src" / "ppo.py").read_bytes()
 
 
 def test_pinned_requirements_agree_everywhere() -> None:
@@ -106,11 +113,12 @@ def test_grader_names_what_is_missing_or_extra(tmp_path: Path, files: dict, miss
 
 
 def test_no_grader_file_is_a_starter_file() -> None:
-    starter = {p.name for d in TASK_DIRS.values() for p in (d / "starter").rglob("*")}
+    starter = {p.name for folder in [SHARED_STARTER_DIR, *(d / "starter" for d in TASK_DIRS.values())]
+               for p in folder.rglob("*")}
     grader = {p.name for p in (TASKS / "_shared" / "rl_grader").iterdir()} - {"__pycache__"}
     assert not (grader & starter) - {"evaluate.py"}
     for d in TASK_DIRS.values():
-        assert (d / "grader" / "evaluate.py").read_text() != (d / "starter" / "evaluate.py").read_text()
+        assert (d / "grader" / "evaluate.py").read_text() != (SHARED_STARTER_DIR / "evaluate.py").read_text()
 
 
 def test_wheel_ships_every_task_file(tmp_path: Path) -> None:
@@ -125,9 +133,10 @@ def test_wheel_ships_every_task_file(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("rgym_task_rl-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for task in TASK_DIRS.values():
-        for rel in ["task.yaml", "grader/evaluate.py", "starter/config.yaml", *(
-                f"starter/{name}" for name in SHARED_STARTER)]:
+        for rel in ["task.yaml", "grader/evaluate.py", "starter/config.yaml"]:
             assert f"rgym_task_rl/tasks/{task.name}/{rel}" in names, rel
+    for name in SHARED_STARTER:
+        assert f"rgym_task_rl/tasks/_shared/ppo_starter/{name}" in names, name
     for name in ["rl_grading.py", "policy_worker.py", "wire.py"]:
         assert f"rgym_task_rl/tasks/_shared/rl_grader/{name}" in names
     assert not [n for n in names if "__pycache__" in n or "/tests/" in n]

@@ -16,8 +16,14 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from helpers import (CHECKPOINT_SUFFIX, NUM_CHECKPOINTS, checkpoint_paths, load_config, make_env,
-                     save_params)
+from helpers import (
+    CHECKPOINT_SUFFIX,
+    NUM_CHECKPOINTS,
+    checkpoint_paths,
+    load_config,
+    make_env,
+    save_params,
+)
 from networks import get_model_ready
 from ppo import PPOConfig, make_ppo
 
