@@ -3,21 +3,18 @@ in its own container (skipped without a Docker engine, except in CI)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from rgym_core.rundir import iter_run_dirs
-from rgym_core.testing import run_cli
+from rgym_core.testing import run_cli, skip_or_fail
 
-lifecycle = pytest.importorskip("rgym_sandbox_docker.lifecycle")
+docker_testing = pytest.importorskip("rgym_sandbox_docker.testing")
 try:
-    lifecycle.docker_client()
-except lifecycle.DockerUnavailable as exc:
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        raise RuntimeError(f"CI=true but {exc}; run .ci/docker-setup.sh first") from exc
-    pytest.skip(str(exc), allow_module_level=True)
+    DOCKER_ENV = docker_testing.episode_env("core-sweep")
+except docker_testing.DockerNotReady as exc:
+    skip_or_fail(str(exc), module=True)
 
 pytestmark = pytest.mark.docker
 
@@ -29,7 +26,7 @@ def test_docker_episodes_run_side_by_side_in_their_own_containers(tmp_path: Path
                    'replies=["grep -o \\"containers/[0-9a-f]*\\" /proc/self/mountinfo | head -n 1", '
                    '"python baseline.py", "submit"]', "--seeds", "1-2",
                    "--max-parallel", "2", "--sandbox", "docker", "--sweep-dir", str(folder), "--quiet",
-                   env={"RGYM_DOCKER_BASE": os.environ.get("RGYM_DOCKER_BASE", "rgym-local-base:latest")},
+                   env=DOCKER_ENV,
                    timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = list(iter_run_dirs(folder))

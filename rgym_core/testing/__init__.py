@@ -7,6 +7,10 @@
   subprocess (:mod:`rgym_core.testing.cli`);
 * :class:`LoopbackServer`: one real HTTP server on 127.0.0.1 with scripted
   :class:`Reply` objects, for every API client's tests (:mod:`rgym_core.testing.http`);
+* :func:`install_dataset_plugin`: generated fixture datasets registered for the
+  ``rgym`` processes a test starts (:mod:`rgym_core.testing.plugins`);
+* :func:`skip_or_fail` and :func:`in_ci`: a test whose machine lacks what it needs
+  is skipped, except under ``CI=true`` where it fails (:mod:`rgym_core.testing.prerequisites`);
 * :mod:`rgym_core.testing.conformance`: the suite every sandbox backend passes.
 
 ``rgym new-pack NAME`` writes a pack whose tests use this kit.
@@ -15,6 +19,9 @@
 from rgym_core.testing.cli import run_cli, run_json
 from rgym_core.testing.grading import EvalFolder, GraderRun, as_task, grade, write_files
 from rgym_core.testing.http import LoopbackServer, RecordedRequest, Reply, json_reply, sse
+from rgym_core.testing.plugins import install_dataset_plugin
+from rgym_core.testing.prerequisites import in_ci, skip_or_fail
 
 __all__ = ["EvalFolder", "GraderRun", "LoopbackServer", "RecordedRequest", "Reply", "as_task", "grade",
-           "json_reply", "run_cli", "run_json", "sse", "write_files"]
+           "in_ci", "install_dataset_plugin", "json_reply", "run_cli", "run_json", "skip_or_fail", "sse",
+           "write_files"]

@@ -15,11 +15,11 @@ from docker_testlib import (  # noqa: E402
     TEST_LABELS,
     client_or_skip,
     episode_image,
-    in_ci,
     leftovers,
 )
 
 from rgym_core.sandbox import SandboxConfig  # noqa: E402
+from rgym_core.testing import in_ci  # noqa: E402
 from rgym_core.testing.conformance import sandbox_factory  # noqa: E402
 
 

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import attrs
-import pytest
 
 from rgym_core.packs import load_task
+from rgym_core.testing import skip_or_fail
 
 PACK = Path(__file__).resolve().parents[1]
 TASKS = PACK / "rgym_task_language" / "tasks"
@@ -29,10 +29,6 @@ class FixtureData:
         return dest
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
-
-
 def require_gpt2_bpe() -> None:
     """Skip (fail in CI) when GPT-2's BPE file is nowhere to be found."""
     from rgym_task_language.gpt2 import BpeUnavailable, ranks_bytes
@@ -40,9 +36,7 @@ def require_gpt2_bpe() -> None:
     try:
         ranks_bytes()
     except BpeUnavailable as exc:
-        if in_ci():
-            pytest.fail(f"CI=true but {exc} (.ci/setup.d/35-language.sh downloads it)")
-        pytest.skip(str(exc))
+        skip_or_fail(f"{exc} (.ci/setup.d/35-language.sh downloads it)")
 
 
 def load_spec(name: str):  # type: ignore[no-untyped-def]

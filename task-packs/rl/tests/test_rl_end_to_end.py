@@ -21,6 +21,7 @@ import pytest
 from rl_testlib import TASK_DIRS
 
 from rgym_core import load_task
+from rgym_core.testing import skip_or_fail
 
 # Training in the episode takes minutes (far more on a loaded machine): beyond the suite's
 # default per-test timeout, within the 1200 s that tests/test_ci.py allows any test.
@@ -85,19 +86,18 @@ def test_scripted_tiny_training_is_graded(task: str, tmp_path: Path) -> None:
 @pytest.mark.docker
 def test_cpu_baseline_reproduces_on_docker(tmp_path: Path) -> None:
     try:
-        from rgym_sandbox_docker import images, lifecycle
+        from rgym_sandbox_docker import images
+        from rgym_sandbox_docker.testing import DockerNotReady, client, episode_env
     except ImportError:
-        pytest.skip("rgym-sandbox-docker is not installed")
+        skip_or_fail("rgym-sandbox-docker is not installed")
     try:
-        engine = lifecycle.docker_client()
-    except lifecycle.DockerUnavailable as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(exc))
-    base = os.environ.get("RGYM_DOCKER_BASE") or "rgym-local-base:latest"
+        docker_env = episode_env("task-rl")
+    except DockerNotReady as exc:
+        skip_or_fail(str(exc))
     spec = load_task(TASK_DIRS["Breakout-MinAtar"])
-    images.task_image(engine, list(spec.resources.requirements), base=base)  # the JAX layer, once
-    env = {**os.environ, "RGYM_DOCKER_BASE": base}
+    images.task_image(client(), list(spec.resources.requirements),  # the JAX layer, once
+                      base=docker_env["RGYM_DOCKER_BASE"])
+    env = {**os.environ, **docker_env}
     result = run_json("mlgym/breakout-minatar", tmp_path, "--profile", "cpu", "--agent", "baseline",
                       "--sandbox", "docker", env=env)
     assert result["sandbox"].startswith("docker")

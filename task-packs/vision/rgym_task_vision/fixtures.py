@@ -239,42 +239,13 @@ def fixture_spec(base: DatasetSpec, folder: Path, *, options: dict[str, Any] | N
                         options=merged, description=f"rgym fixture of {base.id}", root=None)
 
 
-_PLUGIN = '''"""Throwaway rgym plugin: registers the vision fixture datasets in this folder."""
-from pathlib import Path
-
-from rgym_core import hookimpl, load_dataset
-
-
-@hookimpl
-def rgym_register_datasets():
-    return [load_dataset(p) for p in sorted((Path(__file__).parent / "{folder}").glob("*.yaml"))]
-'''
-
-
 def install_fixture_datasets(site: Path, specs: Iterable[DatasetSpec]) -> dict[str, str]:
-    """Make ``specs`` discoverable by rgym through a plugin in ``site``.
+    """Make ``specs`` discoverable by rgym through a throwaway plugin in ``site``
+    (:func:`rgym_core.testing.install_dataset_plugin`); returns the environment to
+    add (``PYTHONPATH`` with ``site``)."""
+    from rgym_core.testing import install_dataset_plugin
 
-    Writes the specs (YAML), a plugin module and a ``.dist-info`` folder with its
-    entry point; returns the environment to add (``PYTHONPATH`` with ``site``).
-    """
-    import os
-
-    site.mkdir(parents=True, exist_ok=True)
-    spec_dir = site / "rgym_vision_fixture_specs"
-    spec_dir.mkdir(exist_ok=True)
-    for spec in specs:
-        body = {"id": spec.id, "description": spec.description, "form": spec.form,
-                "checksums": dict(spec.checksums), "prepare": spec.prepare,
-                "options": dict(spec.options)}
-        (spec_dir / f"{spec.id.split('/', 1)[1]}.yaml").write_text(json.dumps(body, indent=2))
-    (site / "rgym_vision_fixture_plugin.py").write_text(_PLUGIN.format(folder=spec_dir.name))
-    dist = site / "rgym_vision_fixtures-0.0.0.dist-info"
-    dist.mkdir(exist_ok=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: rgym-vision-fixtures\n"
-                                   "Version: 0.0.0\n")
-    (dist / "entry_points.txt").write_text("[rgym]\nvision-fixtures = rgym_vision_fixture_plugin\n")
-    path = os.environ.get("PYTHONPATH")
-    return {"PYTHONPATH": f"{site}{os.pathsep}{path}" if path else str(site)}
+    return install_dataset_plugin(site, specs, name="vision-fixtures")
 
 
 def write_all(root: Path, *, coco_layout: str = "folders") -> tuple[Path, dict[str, str]]:

@@ -10,53 +10,35 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from pathlib import Path
 
 import pytest
-from vision_testlib import FIXTURE_SCORES, fixture_args, in_ci, recorded, subprocess_env
+from vision_testlib import FIXTURE_SCORES, fixture_args, recorded, subprocess_env
 
-from rgym_core.testing import run_cli
+from rgym_core.testing import run_cli, skip_or_fail
 
 # The first episode builds the pack layer (torch from the wheel folder): minutes.
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
 WHEELS = Path(os.environ.get("RGYM_PIP_FIND_LINKS", "/opt/wheels"))
 
 
-def _skip_or_fail(reason: str) -> None:
-    if in_ci():
-        pytest.fail(f"CI=true but {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def docker_env(fixture_data, tmp_path_factory) -> dict[str, str]:
     try:
-        from rgym_sandbox_docker import images, lifecycle
+        from rgym_sandbox_docker import images
+        from rgym_sandbox_docker.testing import DockerNotReady, episode_env
     except ImportError:
-        _skip_or_fail("rgym-sandbox-docker is not installed")
-    try:
-        client = lifecycle.docker_client()
-    except lifecycle.DockerUnavailable as exc:
-        _skip_or_fail(str(exc))
+        skip_or_fail("rgym-sandbox-docker is not installed")
     pack_layer = (images.containers_dir() / "pack" / "Dockerfile").read_text()
     if "FIND_LINKS" not in pack_layer and "find-links" not in pack_layer:
-        _skip_or_fail("the Docker pack layer cannot install torch from a local wheel folder yet "
-                      "(contract 6, DKR): without it pip would fetch a CUDA build")
-    if not any(WHEELS.glob("torch-2.13.0*.whl")):
-        _skip_or_fail(f"no torch 2.13.0 wheel in {WHEELS} (set RGYM_PIP_FIND_LINKS)")
-    base = os.environ.get("RGYM_DOCKER_BASE")
-    if not base:
-        try:
-            client.images.get("rgym-local-base:latest")
-            base = "rgym-local-base:latest"
-        except Exception:  # noqa: BLE001 - the public default then
-            base = images.DEFAULT_BASE
-    session = os.environ.get("RGYM_TEST_SESSION") or uuid.uuid4().hex[:12]
+        skip_or_fail("the Docker pack layer cannot install torch from a local wheel folder yet "
+                     "(contract 6, DKR): without it pip would fetch a CUDA build")
+    try:
+        env = episode_env("task-vision", wheels=WHEELS, wheel_globs=["torch-2.13.0*.whl"])
+    except DockerNotReady as exc:
+        skip_or_fail(str(exc))
     return subprocess_env(fixture_data.env, {
-        "RGYM_CACHE_DIR": str(tmp_path_factory.mktemp("docker-cache")),
-        "RGYM_DOCKER_BASE": base, "RGYM_PIP_FIND_LINKS": str(WHEELS),
-        "RGYM_DOCKER_LABELS": f"rgym.test=task-vision,rgym.test.session={session}"})
+        "RGYM_CACHE_DIR": str(tmp_path_factory.mktemp("docker-cache")), **env})
 
 
 @pytest.mark.parametrize("task", ["mlgym/fashion-mnist", "mlgym/cifar10", "mlgym/coco-captioning"])

@@ -20,13 +20,11 @@ from vision_testlib import (
     FASHION_SYSTEM,
     FIXTURE_SCORES,
     fixture_args,
-    in_ci,
     recorded,
     subprocess_env,
 )
 
-from rgym_core.testing import run_cli
-
+from rgym_core.testing import run_cli, skip_or_fail
 
 pytestmark = pytest.mark.timeout(900)  # an episode trains a model: give a loaded machine room
 
@@ -56,9 +54,8 @@ def test_fashion_mnist_real_data_scores_the_recorded_cpu_baseline(tmp_path, epis
     """The acceptance run: Debian's files (DIR = /usr/share/datasets, laid out as
     DIR/fashion-mnist/*-ubyte.gz), the cpu profile, the baseline agent."""
     if not FASHION_SYSTEM.is_dir():
-        if in_ci():
-            pytest.fail(f"{FASHION_SYSTEM} missing in CI: .ci/setup.d/30-vision.sh installs it")
-        pytest.skip(f"{FASHION_SYSTEM} absent: apt-get install dataset-fashion-mnist")
+        skip_or_fail(f"{FASHION_SYSTEM} absent: apt-get install dataset-fashion-mnist "
+                     f"(.ci/setup.d/30-vision.sh installs it)")
     proc, result = rgym_run("mlgym/fashion-mnist", tmp_path, episode_env,
                             "--data-dir", str(FASHION_SYSTEM.parent))
     assert result is not None, proc.stdout + proc.stderr

@@ -55,10 +55,6 @@ FIXTURE_DATASETS = {
 FIXTURE_SCORES = {"mlgym/fashion-mnist": {"accuracy": 0.61}}
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
-
-
 def recorded(task: str, profile: str = "cpu") -> dict[str, float]:
     return load_task(TASKS / task.split("/")[1]).with_profile(profile).baseline_scores
 
