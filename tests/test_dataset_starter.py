@@ -12,7 +12,7 @@ import attrs
 import pytest
 import yaml
 
-from rgym_core import Action, hookimpl
+from rgym_core import Action
 from rgym_core.checks import check_pack
 from rgym_core.datasets import DatasetError, starter_folders, workspace_starter
 from rgym_core.packs import load_task
@@ -21,7 +21,7 @@ from rgym_core.registry import load_registry
 from rgym_core.runner import RunConfig, RunError, run_episode
 from rgym_core.serialization import SpecError
 from rgym_core.specs import DatasetSpec, PreparedDataset, module_path
-from rgym_core.testing import grade
+from rgym_core.testing import ScriptAgent, SpecsPlugin, grade
 
 HELPER = "rgym_starter_fixture"  # a module the test puts on sys.path
 
@@ -98,39 +98,6 @@ def helper_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return lib / f"{HELPER}.py"
 
 
-class Plugin:
-    def __init__(self, task: Any, dataset: DatasetSpec) -> None:
-        self.task, self.dataset = task, dataset
-
-    @hookimpl
-    def rgym_register_tasks(self) -> list[Any]:
-        return [self.task]
-
-    @hookimpl
-    def rgym_register_datasets(self) -> list[DatasetSpec]:
-        return [self.dataset]
-
-
-class DatasetPack:
-    def __init__(self, dataset: DatasetSpec) -> None:
-        self.dataset = dataset
-
-    @hookimpl
-    def rgym_register_datasets(self) -> list[DatasetSpec]:
-        return [self.dataset]
-
-
-class Script:
-    def __init__(self, *actions: Action) -> None:
-        self.actions = list(actions)
-
-    def start(self, context: Any) -> None:
-        pass
-
-    def act(self, observation: Any) -> Action:
-        return self.actions.pop(0) if self.actions else Action(tool="submit")
-
-
 def test_module_include_resolves_installed_modules(helper_module: Path, tmp_path: Path) -> None:
     task = load_task(make_task(tmp_path))
     assert task.path(f"module:{HELPER}") == helper_module
@@ -141,8 +108,9 @@ def test_module_include_resolves_installed_modules(helper_module: Path, tmp_path
 def test_episode_starts_from_the_dataset_starter(helper_module: Path, tmp_path: Path) -> None:
     task = load_task(make_task(tmp_path))
     assert task.starter_dataset is not None and task.starter_dataset.id == "t/kit"
-    registry = load_registry(extra_plugins=[("starter-test", Plugin(task, make_dataset(tmp_path)))])
-    agent = Script(Action.bash("python make.py && cat notes.txt && ls -a"), Action(tool="submit"))
+    plugin = SpecsPlugin(tasks=[task], datasets=[make_dataset(tmp_path)])
+    registry = load_registry(extra_plugins=[("starter-test", plugin)])
+    agent = ScriptAgent(Action.bash("python make.py && cat notes.txt && ls -a"), Action(tool="submit"))
     result = run_episode(RunConfig(task=task.id, runs_dir=tmp_path / "runs", archive_workspace=False),
                          registry, agent=agent)
     assert result.status is ExitStatus.SUBMITTED, result.error
@@ -155,9 +123,10 @@ def test_missing_starter_folder_is_refused_before_the_run(helper_module: Path, t
     (tmp_path / "prepared" / "starter" / "make.py").unlink()
     (tmp_path / "prepared" / "starter" / "notes.txt").unlink()
     (tmp_path / "prepared" / "starter").rmdir()
-    registry = load_registry(extra_plugins=[("starter-test", Plugin(task, dataset))])
+    registry = load_registry(extra_plugins=[("starter-test", SpecsPlugin(tasks=[task],
+                                                                         datasets=[dataset]))])
     with pytest.raises(RunError, match="starter folder of dataset 't/kit' is missing"):
-        run_episode(RunConfig(task=task.id, runs_dir=tmp_path / "runs"), registry, agent=Script())
+        run_episode(RunConfig(task=task.id, runs_dir=tmp_path / "runs"), registry, agent=ScriptAgent())
     assert not (tmp_path / "runs").exists()
 
 
@@ -273,7 +242,7 @@ def test_check_pack_runs_a_baseline_from_the_dataset_starter(helper_module: Path
     original = registry_module.load_registry
 
     def with_dataset_pack(**kwargs: Any) -> Any:  # the dataset's pack, as if installed
-        extra = [*kwargs.pop("extra_plugins", ()), ("kit-pack", DatasetPack(dataset))]
+        extra = [*kwargs.pop("extra_plugins", ()), ("kit-pack", SpecsPlugin(datasets=[dataset]))]
         return original(extra_plugins=extra, **kwargs)
 
     monkeypatch.setattr(registry_module, "load_registry", with_dataset_pack)

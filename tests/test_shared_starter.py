@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rgym_core import Action, hookimpl
+from rgym_core import Action
 from rgym_core.checks import check_pack
 from rgym_core.datasets import DatasetError, starter_folders, workspace_starter
 from rgym_core.grading import hidden_task_paths
@@ -20,7 +20,7 @@ from rgym_core.records import ExitStatus
 from rgym_core.registry import load_registry
 from rgym_core.runner import RunConfig, RunError, run_episode
 from rgym_core.serialization import SpecError
-from rgym_core.testing import grade
+from rgym_core.testing import ScriptAgent, SpecsPlugin, grade
 
 GRADER = '''\
 from rgym_grader_kit import read_submission_file, write_error, write_scores
@@ -65,26 +65,6 @@ def make_pack(tmp_path: Path, shared: list[str] | None = None) -> Path:
     return root
 
 
-class Plugin:
-    def __init__(self, *tasks: Any) -> None:
-        self.tasks = list(tasks)
-
-    @hookimpl
-    def rgym_register_tasks(self) -> list[Any]:
-        return self.tasks
-
-
-class Script:
-    def __init__(self, *actions: Action) -> None:
-        self.actions = list(actions)
-
-    def start(self, context: Any) -> None:
-        pass
-
-    def act(self, observation: Any) -> Action:
-        return self.actions.pop(0) if self.actions else Action(tool="submit")
-
-
 def test_the_workspace_has_the_shared_files_and_the_task_s_own_win(tmp_path: Path) -> None:
     pack = make_pack(tmp_path)
     a, b = (load_task(pack / "tasks" / n / "task.yaml") for n in "ab")
@@ -95,13 +75,13 @@ def test_the_workspace_has_the_shared_files_and_the_task_s_own_win(tmp_path: Pat
         assert folder is not None
         assert (folder / "notes.txt").read_text() == "own notes"
         assert (folder / "src" / "tool.py").is_file()
-    registry = load_registry(extra_plugins=[("shared-starter-test", Plugin(a, b))])
+    registry = load_registry(extra_plugins=[("shared-starter-test", SpecsPlugin(tasks=[a, b]))])
     result = run_episode(RunConfig(task=a.id, runs_dir=tmp_path / "runs", archive_workspace=False),
-                         registry, agent=Script(Action.bash("python src/tool.py")))
+                         registry, agent=ScriptAgent(Action.bash("python src/tool.py")))
     assert result.status is ExitStatus.SUBMITTED, result.error
     assert result.final_scores == {"score": 1.0}
     result = run_episode(RunConfig(task=b.id, runs_dir=tmp_path / "runs", archive_workspace=False),
-                         registry, agent=Script(Action.bash("python src/tool.py")))
+                         registry, agent=ScriptAgent(Action.bash("python src/tool.py")))
     assert result.final_scores == {"score": 0.0}  # b has the shared notes: "shared tool, shared notes"
 
 
@@ -112,9 +92,9 @@ def test_a_missing_shared_folder_is_refused_before_the_run(tmp_path: Path) -> No
         starter_folders(task, {})
     message = str(caught.value)
     assert "task.yaml" in message and "shared_starter_files" in message and "_shared/kti" in message
-    registry = load_registry(extra_plugins=[("shared-starter-test", Plugin(task))])
+    registry = load_registry(extra_plugins=[("shared-starter-test", SpecsPlugin(tasks=[task]))])
     with pytest.raises(RunError, match="shared_starter_files"):
-        run_episode(RunConfig(task=task.id, runs_dir=tmp_path / "runs"), registry, agent=Script())
+        run_episode(RunConfig(task=task.id, runs_dir=tmp_path / "runs"), registry, agent=ScriptAgent())
     assert not (tmp_path / "runs").exists()
 
 

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from rgym_core import Action, hookimpl
+from rgym_core import Action
 from rgym_core.specs import DatasetSpec, PreparedDataset
+from rgym_core.testing import ScriptAgent, SpecsPlugin
 
 HELPER = "rgym_integrity_starter_fixture"  # a module the test puts on sys.path: the prepare function
 
@@ -85,30 +86,6 @@ def prepared_of(root: Path) -> dict[str, PreparedDataset]:
                                     starter=root / "prepared" / "starter")}
 
 
-class Plugin:
-    def __init__(self, task: Any, dataset: DatasetSpec | None) -> None:
-        self.task, self.dataset = task, dataset
-
-    @hookimpl
-    def rgym_register_tasks(self) -> list[Any]:
-        return [self.task]
-
-    @hookimpl
-    def rgym_register_datasets(self) -> list[DatasetSpec]:
-        return [self.dataset] if self.dataset is not None else []
-
-
-class Script:
-    def __init__(self, *actions: Action) -> None:
-        self.actions = list(actions)
-
-    def start(self, context: Any) -> None:
-        pass
-
-    def act(self, observation: Any) -> Action:
-        return self.actions.pop(0) if self.actions else Action(tool="submit")
-
-
 def sha(data: str) -> str:
     return hashlib.sha256(data.encode()).hexdigest()
 
@@ -129,8 +106,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         mp.delenv("RGYM_INTEGRITY", raising=False)
         task = load_task(make_task(root))
         dataset = make_dataset(root)
-        registry = load_registry(extra_plugins=[("integrity-starter-test", Plugin(task, dataset))])
-        agent = Script(Action.bash("sed -i 's/len(values)  # mean/max(len(values) - 1, 1)/' evaluate.py"),
+        registry = load_registry(extra_plugins=[("integrity-starter-test", SpecsPlugin(tasks=[task], datasets=[dataset]))])
+        agent = ScriptAgent(Action.bash("sed -i 's/len(values)  # mean/max(len(values) - 1, 1)/' evaluate.py"),
                        Action.bash("python make.py && python -c 'import evaluate; print(evaluate.score([1, 2]))'"),
                        Action(tool="submit"))
         result = run_episode(RunConfig(task=task.id, runs_dir=root / "runs", probe_models=False),
@@ -190,7 +167,7 @@ def test_analysis_without_the_dataset_says_so_and_still_runs(world: dict[str, An
     copy = tmp_path / "run"
     shutil.copytree(world["run_dir"], copy)
     (copy / "integrity.json").unlink()
-    bare = load_registry(extra_plugins=[("integrity-starter-test", Plugin(world["task"], None))])
+    bare = load_registry(extra_plugins=[("integrity-starter-test", SpecsPlugin(tasks=[world["task"]]))])
     report = analyze_run_dir(copy, registry=bare)
     assert any("t/integrity-kit" in line and "starter" in line for line in report.limits), report.limits
     assert "notes.txt" not in report.artifacts  # the task's own starter files are still known
