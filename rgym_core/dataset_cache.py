@@ -38,13 +38,16 @@ def entry_folder(spec: DatasetSpec, cache_dir: Path, version: str,
     return cache_dir / spec.id.replace("/", "__") / f"{version}-{key}"
 
 
-def _files(folder: Path) -> dict[str, str]:
+def file_digests(folder: Path) -> dict[str, str]:
+    """SHA-256 of every file under ``folder`` but the manifest, by POSIX path: what a
+    manifest's ``files`` records."""
     return {p.relative_to(folder).as_posix(): sha256_file(p)
             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
 
 
 def problems(folder: Path) -> list[str]:
-    """What is wrong with a cached build (empty when it matches its manifest)."""
+    """What is wrong with a cached build (empty when it matches the ``files`` of its
+    ``manifest.json``): each missing, changed or unlisted file, one message each."""
     path = folder / MANIFEST
     if not path.is_file():
         return [f"{path}: no manifest (an unfinished build)"]
@@ -54,7 +57,7 @@ def problems(folder: Path) -> list[str]:
             raise TypeError("'files' is not a mapping")
     except (ValueError, KeyError, TypeError) as exc:
         return [f"{path}: unreadable manifest ({exc})"]
-    actual = _files(folder)
+    actual = file_digests(folder)
     out = []
     for name, expected in sorted(files.items()):
         if name not in actual:
@@ -95,7 +98,7 @@ def cached_build(spec: DatasetSpec, cache_dir: Path, version: str,
             raise
         manifest = {"dataset": spec.id, "version": version, "params": dict(params or {}),
                     "raw_sha256": {k: v.lower() for k, v in sorted(spec.checksums.items())},
-                    **dict(extra or {}), "files": _files(tmp)}
+                    **dict(extra or {}), "files": file_digests(tmp)}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str)
                                     + "\n")
         if final.exists():

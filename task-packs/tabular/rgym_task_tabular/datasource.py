@@ -32,10 +32,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from rgym_core.dataset_cache import MANIFEST, file_digests, problems
 from rgym_core.datasets import DatasetError, download, locate_source, sha256_file
 from rgym_core.specs import DatasetSpec
 
-MANIFEST = "manifest.json"
 log = logging.getLogger("rgym.datasets")
 
 
@@ -137,45 +137,20 @@ def build_folder(spec: DatasetSpec, cache_dir: Path, version: str,
     return cache_dir / spec.id.replace("/", "__") / cache_key(spec, version, params)
 
 
-def _prepared_files(folder: Path) -> dict[str, str]:
-    """SHA-256 of every file under ``folder`` but the manifest, by POSIX path."""
-    return {p.relative_to(folder).as_posix(): sha256_file(p)
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
-
-
 def write_manifest(folder: Path, spec: DatasetSpec, version: str,
                    params: Mapping[str, Any] | None = None) -> None:
     """Record the SHA-256 of every prepared file in ``folder/manifest.json``."""
     manifest = {"dataset": spec.id, "version": version, "params": dict(params or {}),
                 "raw_sha256": {k: v.lower() for k, v in sorted(spec.checksums.items())},
-                "files": _prepared_files(folder)}
+                "files": file_digests(folder)}
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
 def verify_build(folder: Path) -> list[str]:
-    """What is wrong with the cached build ``folder`` (empty when it matches its manifest).
-
-    Missing, altered and unexpected files are reported, one message each.
-    """
-    path = folder / MANIFEST
-    if not path.is_file():
-        return [f"{path}: no manifest (an unfinished or pre-manifest build)"]
-    try:
-        files = json.loads(path.read_text())["files"]
-        if not isinstance(files, dict):
-            raise TypeError("'files' is not a mapping")
-    except (ValueError, KeyError, TypeError) as exc:
-        return [f"{path}: unreadable manifest ({exc})"]
-    problems = []
-    actual = _prepared_files(folder)
-    for name, expected in sorted(files.items()):
-        if name not in actual:
-            problems.append(f"{folder / name}: missing (expected sha256 {expected})")
-        elif actual[name] != expected:
-            problems.append(f"{folder / name}: changed (expected sha256 {expected}, got "
-                            f"{actual[name]})")
-    problems += [f"{folder / name}: not in the manifest" for name in sorted(set(actual) - set(files))]
-    return problems
+    """What is wrong with the cached build ``folder`` (empty when it matches its manifest):
+    missing, altered and unexpected files, one message each (the core's
+    :func:`rgym_core.dataset_cache.problems`)."""
+    return problems(folder)
 
 
 def cached_build(spec: DatasetSpec, cache_dir: Path, version: str,
