@@ -186,18 +186,16 @@ def starter_folders(task: TaskSpec, prepared: Mapping[str, PreparedDataset]) -> 
             raise DatasetError(f"{folder}: the starter folder of dataset '{ready.id}' is missing; "
                                f"its prepare function must return an existing folder")
         folders.append(folder)
-    own = task.starter_paths()
-    for i, (written, shared) in enumerate(own[:len(task.shared_starter_files)]):
+    for i, (written, shared) in enumerate(task.starter_paths()[:len(task.shared_starter_files)]):
         if shared is None or not shared.is_dir():
             source = task.root / "task.yaml" if task.root is not None else f"task '{task.id}'"
             raise DatasetError(f"{source}: shared_starter_files[{i}]: folder '{written}' is missing "
                                f"(looked for {shared}); fix the path, relative to the task folder, "
                                f"or ship the folder with the pack")
         folders.append(shared)
-    if task.starter_files is not None:  # the task's own folder is optional
-        own_folder = own[-1][1]
-        if own_folder is not None and own_folder.is_dir():
-            folders.append(own_folder)
+    own = task.path(task.starter_files)  # the task's own folder is optional
+    if own is not None and own.is_dir():
+        folders.append(own.resolve())
     return folders
 
 

@@ -354,7 +354,7 @@ def hidden_task_paths(task: TaskSpec, datasets: Mapping[str, PreparedDataset]) -
     files (but a starter file shared with the grader) and the private dataset parts."""
     grader_dir = task.path(task.grader.files)
     paths = [grader_dir] if grader_dir is not None and grader_dir.is_dir() else []
-    starters = [folder.resolve() for _, folder in task.starter_paths() if folder is not None]
+    starters = [folder for _, folder in task.starter_paths() if folder is not None]  # resolved
     try:
         includes = resolve_includes(task)
     except GradingError:
