@@ -36,12 +36,12 @@ from typing import Any
 
 from attrs import define, field
 
+from rgym_core.dataset_cache import MANIFEST, file_digests, problems
 from rgym_researchgym.cache import default_cache_dir, entry_path, workspace_path
 from rgym_researchgym.leakage import policy_config, write_policy
 from rgym_researchgym.pins import PINNED_COMMIT, REPOSITORY, TASKS_PATH, TREE_HASHES
 from rgym_researchgym.taskdir import BlockedUrls, TaskDirectory, split_task
 
-MANIFEST = "manifest.json"
 LAYOUT_VERSION = "1"
 log = logging.getLogger("rgym.researchgym")
 
@@ -109,38 +109,19 @@ class PreparedTask:
         return policy_config(BlockedUrls.read(self.private / "blocked_urls.yaml"))
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _files(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): _sha256(p) for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name != MANIFEST}
-
-
 def _check_entry(root: Path, layout: TaskLayout) -> list[str]:
-    path = root / MANIFEST
-    if not path.is_file():
-        return [f"{path}: missing"]
-    try:
-        manifest = json.loads(path.read_text())
-        files = manifest["files"]
-    except (ValueError, KeyError, TypeError) as exc:
-        return [f"{path}: unreadable ({exc})"]
-    problems = []
+    """What is wrong with a cached entry: its files against its manifest (the core's
+    :func:`rgym_core.dataset_cache.problems`), then the tree and the pack version it was
+    built from."""
+    damage = problems(root)
+    if damage:
+        return damage
+    manifest = json.loads((root / MANIFEST).read_text())
     if manifest.get("tree") != TREE_HASHES[layout.task]:
-        problems.append(f"{path}: built from tree {manifest.get('tree')}")
+        damage.append(f"{root / MANIFEST}: built from tree {manifest.get('tree')}")
     if manifest.get("layout") != layout.digest():
-        problems.append(f"{path}: built by another version of the pack")
-    actual = _files(root)
-    for name in sorted(set(files) | set(actual)):
-        if files.get(name) != actual.get(name):
-            problems.append(f"{root / name}: {'missing' if name not in actual else 'changed' if name in files else 'unexpected'}")
-    return problems
+        damage.append(f"{root / MANIFEST}: built by another version of the pack")
+    return damage
 
 
 def _build(layout: TaskLayout, data_dir: Path | None, dest: Path) -> str:
@@ -164,7 +145,7 @@ def _build(layout: TaskLayout, data_dir: Path | None, dest: Path) -> str:
         layout.post_build(dest / "workspace", public, dest / "private")
     _owner_only(dest / "private")
     manifest = {"task": layout.task, "tree": TREE_HASHES[layout.task], "commit": PINNED_COMMIT,
-                "layout": layout.digest(), "source": source.describe(), "files": _files(dest)}
+                "layout": layout.digest(), "source": source.describe(), "files": file_digests(dest)}
     (dest / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return source.describe()
 
@@ -192,17 +173,17 @@ def prepare_task(layout: TaskLayout, cache_dir: Path | None, data_dir: Path | No
             found = find_task(data_dir, layout.task)
         except TaskSourceError:
             found = None
-    problems = _check_entry(final, layout) if final.exists() else ["not built"]
-    if not problems and found is None:
+    damage = _check_entry(final, layout) if final.exists() else ["not built"]
+    if not damage and found is None:
         return _prepared(layout.task, final)
-    if not problems and found is not None:
+    if not damage and found is not None:
         from rgym_researchgym.source import verify
 
         verify(found)  # an edited checkout is refused even when a good copy is cached
         return _prepared(layout.task, final)
     if final.exists():
         log.warning("rebuilding the prepared copy of researchgym/%s: %s", layout.task,
-                    "; ".join(problems[:3]))
+                    "; ".join(damage[:3]))
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{layout.task}-build-"))
     try:

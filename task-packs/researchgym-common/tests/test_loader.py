@@ -133,11 +133,15 @@ def test_prepared_workspace_hides_grading_and_moves_labels(tmp_path: Path) -> No
     assert oct(prepared.private.stat().st_mode & 0o777) == "0o700"
     assert json.loads((prepared.public / "source.json").read_text())["tree"] == TREE_HASHES[
         "materials-tokenization"]
-    # a damaged cache entry is rebuilt
+    # an intact entry is reused as it is, a damaged one is rebuilt
+    entry = prepared.workspace.parent
+    built = entry.stat().st_ino
+    assert prepare_task(layout, tmp_path, DATA).workspace.parent.stat().st_ino == built
     victim = prepared.workspace / "code" / "train.py"
     victim.write_text("tampered")
     again = prepare_task(layout, tmp_path, DATA)
     assert (again.workspace / "code" / "train.py").read_text() != "tampered"
+    assert again.workspace.parent.stat().st_ino != built
 
 
 def test_blocked_urls_become_policy() -> None:
