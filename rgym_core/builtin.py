@@ -24,11 +24,12 @@ if TYPE_CHECKING:
 def rgym_register_sandboxes() -> list[SandboxSpec]:
     from rgym_core.sandbox import SandboxSpec
     from rgym_core.sandboxes.local import LocalSandbox, describe_limits
+    from rgym_core.sandboxes.local.reap import reap
 
     return [SandboxSpec(name="rgym/local", factory=LocalSandbox,
                         description="a workspace on this machine with a persistent bash session, "
                                     "under bubblewrap and a leased uid where available",
-                        limits=describe_limits)]
+                        limits=describe_limits, reap=reap)]
 
 
 @hookimpl

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 from attrs import define
 
 from rgym_core.records import (
@@ -45,12 +46,12 @@ from rgym_core.rundir import (
     RunState,
     TrajectoryWriter,
     archive_folder,
-    extract_workspace,
     mount_excludes,
     write_result,
 )
 from rgym_core.sandbox import DEFAULT_OUTPUT_LIMIT, ExecResult, Sandbox, WorkspaceLayout
 from rgym_core.serialization import SpecError, structure
+from rgym_core.snapshot import restore_snapshot
 from rgym_core.workspace_export import ExportReport, extract_archive
 
 __all__ = ["FinishOutcome", "FolderWorkspace", "GradeError", "finish_run"]
@@ -187,10 +188,31 @@ def _rebuild(run: RunDir) -> EpisodeResult:
     return result
 
 
+def _sandbox_record(run: RunDir) -> dict[str, Any]:
+    record = next((r for r in run.records() if r.get("type") == "sandbox"), None)
+    return record if isinstance(record, dict) else {}
+
+
+def reap_leftovers(run: RunDir, registry: Registry) -> list[str]:
+    """Kill whatever a killed run's episode still runs (its uid, pid namespace or
+    container: the backend's :attr:`~rgym_core.sandbox.SandboxSpec.reap`), so nothing
+    changes its workspace after the snapshot; return the command lines killed."""
+    record = _sandbox_record(run)
+    handle = record.get("reap")
+    if not isinstance(handle, dict) or not handle:
+        return []
+    try:
+        spec = registry.sandbox(str(record.get("backend") or ""))
+    except (RegistryError, KeyError):
+        return []
+    if spec.reap is None:
+        return []
+    return list(spec.reap(handle))
+
+
 def _archive_leftover(run: RunDir, mounts: list[str]) -> bool:
     """Archive the workspace a killed run left on this host; True when done."""
-    sandbox = next((r for r in run.records() if r.get("type") == "sandbox"), None)
-    folder = (sandbox or {}).get("host_workspace")
+    folder = _sandbox_record(run).get("host_workspace")
     if not folder or not Path(folder).is_dir() or Path(folder).is_symlink():
         return False
     archive_folder(Path(folder), run.archive_path, exclude=mount_excludes(mounts))
@@ -198,9 +220,11 @@ def _archive_leftover(run: RunDir, mounts: list[str]) -> bool:
 
 
 def _grade_archive(run: RunDir, result: EpisodeResult, kind: str,
-                   registry: Registry) -> ScoreRecord:
+                   registry: Registry, *, killed: list[str] | None = None) -> ScoreRecord:
     """Grade ``run``'s ``workspace.tar.gz`` with the task's grader, and record in
-    ``result.isolation.grading`` how that grading was confined."""
+    ``result.isolation.grading`` how that grading was confined.  The archive is the
+    snapshot graded: its digest is the record's ``snapshot.sha256``; ``killed`` (a
+    killed run's leftovers, killed first) makes it a snapshot taken after a kill."""
     from rgym_core.runner import RunError, make_grader, profile_env, resolve_datasets
 
     _, run_config = _config_of(run)
@@ -217,13 +241,28 @@ def _grade_archive(run: RunDir, result: EpisodeResult, kind: str,
     except (RunError, RegistryError, ValueError, OSError) as exc:
         raise GradeError(f"{run.path}: the task's datasets: {exc}") from None
     with tempfile.TemporaryDirectory(prefix="rgym-grade-") as tmp:
-        workspace = extract_workspace(run.archive_path, Path(tmp) / "workspace")
-        grader = make_grader(task, FolderWorkspace(workspace), datasets, run.path, isolated=False,
-                             seed=run_config.grader_seed, env=profile_env(task))
+        snapshot = restore_snapshot(run.archive_path, Path(tmp) / "workspace")
+        if killed is not None:
+            snapshot.info = attrs.evolve(snapshot.info, after_kill=True, killed=killed)
+        grader = make_grader(task, FolderWorkspace(snapshot.path), datasets, run.path,
+                             isolated=False, seed=run_config.grader_seed, env=profile_env(task))
         if result.isolation is None:  # a rebuilt result: only the asked agent isolation is known
             result.isolation = IsolationInfo(agent=run_config.agent_isolation)
         result.isolation.grading = grader.confinement
-        return grader.grade(kind, result.steps)
+        return grader.grade(kind, result.steps, snapshot)
+
+
+def _run_graded_hooks(run: RunDir, result: EpisodeResult, registry: Registry) -> None:
+    """Call ``rgym_run_graded`` on the run just graded or finished (the integrity
+    monitor writes ``integrity.json`` there), through the registry as the runner calls
+    the lifecycle hooks: a failing implementation is a warning.  ``result.json`` is
+    written again when an implementation added to ``result.extras``."""
+    import json
+
+    before = json.dumps(result.extras, sort_keys=True, default=str)
+    registry.call_hook("rgym_run_graded", run_dir=run.path, result=result)
+    if json.dumps(result.extras, sort_keys=True, default=str) != before:
+        write_result(run.path, result)
 
 
 def finish_run(path: Path | str, registry: Registry | None = None, *,
@@ -234,6 +273,7 @@ def finish_run(path: Path | str, registry: Registry | None = None, *,
 
     run = RunDir(Path(path))
     state = run.state()
+    killed: list[str] = []
     if state is RunState.RUNNING:
         owner = run.owner()
         where = f"process {owner.pid} on {owner.host}" if owner else "its process"
@@ -248,6 +288,8 @@ def finish_run(path: Path | str, registry: Registry | None = None, *,
             run.result_path.replace(run.path / "result.json.corrupt")
         result = _rebuild(run)
         end_reason = EndReason.KILLED
+        registry = registry or load_registry()
+        killed = reap_leftovers(run, registry)
         if not run.archive_path.exists():
             try:
                 mounts = [str(m.get("mount", "data")) for m in
@@ -260,6 +302,11 @@ def finish_run(path: Path | str, registry: Registry | None = None, *,
     with TrajectoryWriter(run.path) as writer:
         if writer.repaired is not None:
             writer.write("repaired", {"cut": writer.repaired[:200]})
+        if killed:
+            writer.write("processes_killed", {
+                "when": "rgym grade", "count": len(killed), "commands": killed,
+                "message": f"killed {len(killed)} process{'es' if len(killed) != 1 else ''} "
+                           "the killed run left running: " + "; ".join(killed[:5])})
         if not run.archive_path.exists():
             result.status = ExitStatus.ERROR
             result.error = ("the rgym process was killed before it archived the workspace, and "
@@ -267,19 +314,28 @@ def finish_run(path: Path | str, registry: Registry | None = None, *,
             result.extras["rgym_grade"] = {"at": time.time(), "graded": False}
             write_result(run.path, result)
             writer.end(result)
+            _run_graded_hooks(run, result, registry)
             return FinishOutcome(run.path, "finished", result.error, result)
-        record = _grade_archive(run, result, kind, registry)
+        record = _grade_archive(run, result, kind, registry,
+                                killed=None if state is RunState.COMPLETE else killed)
         writer.score(record)
         earlier = list(result.scores)
+        previous = None
         if earlier and earlier[-1].kind in ("submit", "autosubmit"):
-            earlier.pop()  # a regrade replaces the final grading instead of adding an attempt
+            previous = earlier.pop()  # a regrade replaces the final grading, adds no attempt
         result.scores = [*earlier, record]
         result.status, result.error = final_status(record, end_reason)
         result.final_scores = dict(record.scores) if record.valid else None
         result.extras["rgym_grade"] = {"at": time.time(), "graded": True, "kind": kind,
                                        "from": WORKSPACE_ARCHIVE}
+        if previous is not None and previous.snapshot is not None and record.snapshot is not None:
+            # The archive is the snapshot the episode graded, or it was changed since.
+            result.extras["rgym_grade"]["snapshot_matches"] = (
+                previous.snapshot.sha256 == record.snapshot.sha256)
+            result.extras["rgym_grade"]["previous_scores"] = dict(previous.scores)
         write_result(run.path, result)
         writer.end(result)
+    _run_graded_hooks(run, result, registry)
     score = (f"{result.primary_metric} = {result.primary_score:.4g}"
              if result.primary_score is not None else f"no score ({record.error})")
     return FinishOutcome(run.path, "graded", f"{result.status.value}: {score}", result)

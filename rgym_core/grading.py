@@ -49,8 +49,9 @@ from rgym_core.grader_confinement import (
     split_status,
     warn_once,
 )
-from rgym_core.records import ScoreRecord
+from rgym_core.records import ScoreRecord, SnapshotInfo
 from rgym_core.sandbox import Sandbox
+from rgym_core.snapshot import Snapshot, SnapshotMode, take_snapshot, tree_digest
 from rgym_core.specs import PreparedDataset, TaskSpec
 
 SCORES_FILE = gp.SCORES_FILE
@@ -87,6 +88,7 @@ class Grader:
                                f"in {task.root}")
         self.grader_dir = grader_dir
         self.includes = resolve_includes(task)
+        self._snapshot_info: SnapshotInfo | None = None
         self._guard: HiddenFromOthers | None = None
         if agent_reads_host_files(sandbox):
             # The agent's commands run as an unprivileged uid on the host's file system
@@ -120,19 +122,47 @@ class Grader:
 
     # -- layout ---------------------------------------------------------------
 
-    def _copy_submission(self, dest: Path) -> None:
-        from rgym_core.rundir import export_workspace, mount_excludes
+    def take_snapshot(self, dest: Path, *, mode: SnapshotMode, full: bool = False,
+                      quota_bytes: int | None = None) -> Snapshot:
+        """Copy the workspace into the new host folder ``dest`` as one snapshot
+        (:func:`rgym_core.snapshot.take_snapshot`): ``full`` keeps everything but the
+        dataset mounts (what the run directory archives), else only what the grader
+        reads (``grader.submission`` less ``grader.exclude``)."""
+        from rgym_core.rundir import mount_excludes
 
         spec = self.task.grader
-        exclude = [*mount_excludes(self.datasets), *spec.exclude]
-        export_workspace(self.sandbox, dest, exclude=exclude, include=list(spec.submission))
-        dest.mkdir(exist_ok=True)
+        mounts = mount_excludes(self.datasets)
+        if full:
+            return take_snapshot(self.sandbox, dest, mode=mode, exclude=mounts,
+                                 quota_bytes=quota_bytes)
+        snap = take_snapshot(self.sandbox, dest, mode=mode, exclude=[*mounts, *spec.exclude],
+                             include=list(spec.submission), quota_bytes=quota_bytes)
         keep_only_submission(dest, spec.submission, spec.exclude)
+        digest = tree_digest(dest)
+        if digest != snap.info.sha256:
+            snap.info = attrs.evolve(snap.info, sha256=digest)
+        return snap
 
-    def prepare(self, root: Path) -> Path:
-        """Lay out an evaluation folder in the new folder ``root`` and return it."""
+    def _place_submission(self, dest: Path, snapshot: Snapshot | None) -> SnapshotInfo:
+        """Put the submission at ``dest``: the given snapshot (moved, then filtered
+        to what the grader reads), or a new copy of the workspace as it is now."""
+        if snapshot is None:
+            return self.take_snapshot(dest, mode="none").info
+        try:
+            os.rename(snapshot.path, dest)
+        except OSError:  # another file system
+            shutil.copytree(snapshot.path, dest, symlinks=True)
+            shutil.rmtree(snapshot.path, ignore_errors=True)
+        snapshot.path = dest
+        spec = self.task.grader
+        keep_only_submission(dest, spec.submission, spec.exclude)
+        return snapshot.info
+
+    def prepare(self, root: Path, snapshot: Snapshot | None = None) -> Path:
+        """Lay out an evaluation folder in the new folder ``root`` and return it;
+        ``snapshot`` (moved into it) is the submission, else the workspace now."""
         root.mkdir(mode=0o700, exist_ok=True)
-        self._copy_submission(root / gp.SUBMISSION_DIR)
+        self._snapshot_info = self._place_submission(root / gp.SUBMISSION_DIR, snapshot)
         grader = root / gp.GRADER_DIR
         shutil.copytree(self.grader_dir, grader, symlinks=True)
         for name, source in self.includes.items():
@@ -154,19 +184,26 @@ class Grader:
 
     # -- running --------------------------------------------------------------
 
-    def grade(self, kind: str, step: int) -> ScoreRecord:
-        """Grade the workspace as it is now; never raises for grader failures."""
+    def grade(self, kind: str, step: int, snapshot: Snapshot | None = None) -> ScoreRecord:
+        """Grade ``snapshot`` (it is moved into the evaluation folder and used up), or
+        the workspace as it is now; never raises for grader failures.  The record
+        names the snapshot graded (``record.snapshot``)."""
         started = time.monotonic()
+        self._snapshot_info = snapshot.info if snapshot is not None else None
         with tempfile.TemporaryDirectory(prefix="rgym-grade-") as tmp:
             top = Path(tmp)
             os.chmod(top, 0o711)  # the grader and worker uids traverse it, never list it
             root = top / "eval"
             try:
-                self.prepare(root)
+                self.prepare(root, snapshot)
             except (GradingError, OSError) as exc:
-                return self._record(step, kind, started, error=f"could not collect the submission: {exc}")
+                record = self._record(step, kind, started,
+                                      error=f"could not collect the submission: {exc}")
+                record.snapshot = self._snapshot_info
+                return record
             run = self._run(root, top / "work", kind)
             record = self._read_scores(root, step, kind, started, run)
+        record.snapshot = self._snapshot_info
         self._save(record, run.output)
         return record
 

@@ -95,6 +95,9 @@ class EpisodeProgress:
                 self._status.update(line)
             elif event == "step" and not self.console.is_terminal:
                 print(Text.from_markup(line.__rich__()).plain, file=sys.stderr, flush=True)
+        elif event == "processes_killed":
+            self.console.print(f"[yellow]{escape(str(data['message']))}[/yellow]",
+                               highlight=False, soft_wrap=True)
         elif event == "grading":
             self._line.action = None
             self._line.text = f"grading ({data['kind']})..."
@@ -125,3 +128,19 @@ class EpisodeProgress:
         cost = f", cost ${result.cost_usd:.4f}" if result.cost_usd else ""
         self.out.print(f"steps: {result.steps}, time: {result.duration_s:.1f} s{cost}")
         self.out.print(f"run directory: {result.run_dir}", highlight=False, soft_wrap=True)
+        verdict = integrity_verdict(result)
+        if verdict is not None:
+            self.out.print(verdict, highlight=False)
+
+
+def integrity_verdict(result: EpisodeResult) -> str | None:
+    """One line on the integrity monitor's verdict (``result.extras["integrity"]``),
+    or None when no monitor ran."""
+    report = result.extras.get("integrity")
+    if not isinstance(report, dict):
+        return None
+    if not report.get("flagged"):
+        return "integrity: clean (no finding)" if not report.get("findings") else \
+            f"integrity: not flagged ({len(report['findings'])} note(s), see integrity.json)"
+    kinds = ", ".join(str(k) for k in report.get("kinds") or []) or "see integrity.json"
+    return f"integrity: FLAGGED ({kinds}); this run's score is not to be trusted as it stands"

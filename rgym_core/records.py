@@ -188,6 +188,26 @@ class Step:
 
 
 @define
+class SnapshotInfo:
+    """The one copy of the workspace a grading graded (``ScoreRecord.snapshot``).
+
+    ``sha256`` is :func:`rgym_core.snapshot.tree_digest` of the copy: the run
+    directory keeps exactly those bytes (the final one as ``workspace.tar.gz``,
+    validate snapshots under ``snapshots/``), so a regrade and the integrity monitor
+    can check that what was graded is what was archived.  ``frozen``: every agent
+    process was stopped while it was copied; ``after_kill``: they were killed before
+    it (the final grading, or ``rgym grade`` of a killed run); ``killed``: the
+    command lines of the processes killed for it."""
+
+    sha256: str
+    frozen: bool = False
+    after_kill: bool = False
+    killed: list[str] = field(factory=list)
+    files: int = 0
+    bytes: int = 0
+
+
+@define
 class ScoreRecord:
     """One grading of the workspace: a ``validate``, the ``submit`` or the
     ``autosubmit``.  ``valid`` is False when the grader failed; ``error`` then says why.
@@ -204,6 +224,8 @@ class ScoreRecord:
     details: dict[str, Any] = field(factory=dict)
     duration_s: float = 0.0
     confined: bool | None = None
+    #: The workspace snapshot this grading graded (``None``: an older rgym).
+    snapshot: SnapshotInfo | None = None
 
 
 def _optional_end_reason(value: Any) -> EndReason | None:

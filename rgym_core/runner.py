@@ -30,8 +30,10 @@ import functools
 import inspect
 import json
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 import traceback
@@ -75,7 +77,9 @@ from rgym_core.records import (
 )
 from rgym_core.registry import Registry, RegistryError, load_registry
 from rgym_core.rundir import (
+    WORKSPACE_ARCHIVE,
     TrajectoryWriter,
+    archive_folder,
     archive_workspace,
     create_run_dir,
     mount_excludes,
@@ -83,8 +87,15 @@ from rgym_core.rundir import (
     write_config,
     write_result,
 )
-from rgym_core.sandbox import Sandbox, SandboxConfig, SandboxError, WorkspaceLayout
+from rgym_core.sandbox import (
+    Sandbox,
+    SandboxConfig,
+    SandboxError,
+    WorkspaceExportError,
+    WorkspaceLayout,
+)
 from rgym_core.serialization import unstructure
+from rgym_core.snapshot import Snapshot, store_snapshot
 from rgym_core.specs import Budget, PreparedDataset, TaskSpec
 from rgym_core.tools import Tool, ToolContext, ToolError, ToolResult
 
@@ -340,6 +351,12 @@ class Episode:
         self._prepared: tuple[list[Tool], dict[str, PreparedDataset], Agent] | None = None
         self._hidden: HiddenFromOthers | None = None
         self._agent_closed = False
+        self._sandbox: Sandbox | None = None
+        self._kill_tried = False
+        self._processes_stopped = False
+        self._archived = False
+        self._snapshot_error = ""
+        self._temp_snapshots: list[Path] = []
         self._loop = _AgentLoop()
         self.run_dir = (Path(config.run_dir) if config.run_dir is not None else
                         run_dir_path(Path(config.runs_dir), self.task.id, self.agent_name,
@@ -516,11 +533,13 @@ class Episode:
             with _signals_as_interrupt():
                 try:
                     sandbox = self._make_sandbox()
+                    self._sandbox = sandbox
                     with workspace_starter(self.task, datasets) as starter:
                         sandbox.start(WorkspaceLayout(starter=starter, datasets=datasets))
                     self.writer.write("sandbox", {"backend": self.sandbox_name,
                                                   "workspace": sandbox.workspace,
-                                                  "host_workspace": _host_workspace(sandbox)})
+                                                  "host_workspace": _host_workspace(sandbox),
+                                                  "reap": _reap_handle(sandbox)})
                     result.isolation = IsolationInfo.of(self.config.agent_isolation, agent, sandbox)
                     spec = self.registry.sandbox(self.sandbox_name)
                     self.grader = make_grader(self.task, sandbox, datasets, self.run_dir,
@@ -699,18 +718,80 @@ class Episode:
     def _record(self, key: str, value: Any) -> None:
         self._pending_info[key] = value
 
-    def _grade(self, kind: str) -> ScoreRecord:
+    def _grade(self, kind: str, snapshot: Snapshot | None = None) -> ScoreRecord:
+        """Grade one snapshot.  A ``validate`` takes its own: the agent's processes
+        frozen for the copy, the copy kept in ``snapshots/`` by its digest."""
         self.progress("grading", {"kind": kind})
-        record = self.grader.grade(kind, self.step_index)
+        if snapshot is None:
+            snapshot = self._validate_snapshot()
+        record = self.grader.grade(kind, self.step_index, snapshot)
         self.scores.append(record)
         self.writer.score(record)
         return record
 
+    def _snapshot_dir(self) -> Path:
+        return Path(tempfile.mkdtemp(prefix="rgym-snapshot-")) / "workspace"
+
+    def _validate_snapshot(self) -> Snapshot | None:
+        dest = self._snapshot_dir()
+        try:
+            snap = self.grader.take_snapshot(dest, mode="freeze")
+            store_snapshot(snap, self.run_dir)
+        except (OSError, WorkspaceExportError, ValueError):
+            shutil.rmtree(dest.parent, ignore_errors=True)
+            return None  # the grader copies the workspace itself and reports the failure
+        self._temp_snapshots.append(dest.parent)
+        return snap
+
+    def _stop_processes(self, why: str) -> list[str]:
+        """Kill every process of the episode still running (at submit, at the end of
+        a budget, before an archive) and name them in the trajectory."""
+        if self._kill_tried or self._sandbox is None:
+            return []
+        self._kill_tried = True
+        try:
+            killed = self._sandbox.kill_processes()
+        except NotImplementedError:
+            return []
+        except Exception as exc:  # noqa: BLE001 - the snapshot then says it was not killed
+            self.writer.write("kill_error", {"error": f"{type(exc).__name__}: {exc}"})
+            return []
+        self._processes_stopped = True
+        if killed:
+            message = (f"killed {len(killed)} process{'es' if len(killed) != 1 else ''} still "
+                       f"running at the {why}: " + "; ".join(killed[:5])
+                       + (f"; and {len(killed) - 5} more" if len(killed) > 5 else ""))
+            self.writer.write("processes_killed", {"when": why, "count": len(killed),
+                                                   "commands": killed, "message": message})
+            self.progress("processes_killed", {"message": message, "commands": killed})
+        return killed
+
+    def _final_snapshot(self, why: str) -> Snapshot | None:
+        """Kill what still runs, copy the whole workspace (less the dataset mounts)
+        once, and archive exactly that copy as ``workspace.tar.gz``."""
+        assert self._sandbox is not None
+        killed = self._stop_processes(why)
+        dest = self._snapshot_dir()
+        self._temp_snapshots.append(dest.parent)
+        try:
+            snap = self.grader.take_snapshot(dest, mode="none", full=True)
+        except (OSError, WorkspaceExportError, ValueError) as exc:
+            self.writer.write("archive_error", {"error": repr(exc)})
+            self._snapshot_error = f"{type(exc).__name__}: {exc}"
+            return None
+        snap.info = attrs.evolve(snap.info, after_kill=self._processes_stopped, killed=killed)
+        archive_folder(snap.path, self.run_dir / WORKSPACE_ARCHIVE)
+        self._archived = True
+        return snap
+
     def _final_grading(self, result: EpisodeResult, end_reason: EndReason) -> None:
         kind = grade_kind(end_reason)
         result.agent_error = self._agent_error
+        why = "submission" if end_reason is EndReason.SUBMIT else f"end ({end_reason.value})"
         try:
-            record = self._grade(kind)
+            snapshot = self._final_snapshot(why)
+            record = self._grade(kind, snapshot) if snapshot is not None else \
+                self._grade_failed(kind)
         except KeyboardInterrupt as exc:
             name = _signal_name(exc)
             result.status = ExitStatus.UNGRADED
@@ -722,6 +803,17 @@ class Episode:
         result.status, result.error = final_status(record, end_reason)
         if record.valid:
             result.final_scores = dict(record.scores)
+        if not self.config.archive_workspace and self._archived:
+            (self.run_dir / WORKSPACE_ARCHIVE).unlink(missing_ok=True)  # graded: not kept
+            self._archived = False
+
+    def _grade_failed(self, kind: str) -> ScoreRecord:
+        """The final record when the workspace could not be copied out."""
+        record = ScoreRecord(step=self.step_index, kind=kind, valid=False,
+                             error=f"could not collect the submission: {self._snapshot_error}")
+        self.scores.append(record)
+        self.writer.score(record)
+        return record
 
     def _finish(self, sandbox: Sandbox | None, ctx: ToolContext | None, result: EpisodeResult) -> None:
         result.scores = list(self.scores)
@@ -738,12 +830,16 @@ class Episode:
                 except Exception as exc:  # noqa: BLE001
                     self.writer.write("hook_error", {"tool": tool.qualified_name, "error": repr(exc)})
         if sandbox is not None:
-            if self.config.archive_workspace or result.status is ExitStatus.UNGRADED:
+            if not self._archived and (self.config.archive_workspace
+                                       or result.status is ExitStatus.UNGRADED):
+                self._stop_processes(f"end ({result.status.value})")
                 try:
                     archive_workspace(sandbox, self.run_dir,
                                       exclude=mount_excludes(m.mount for m in self.task.datasets))
                 except Exception as exc:  # noqa: BLE001
                     self.writer.write("archive_error", {"error": repr(exc)})
+            for folder in self._temp_snapshots:
+                shutil.rmtree(folder, ignore_errors=True)
             try:
                 sandbox.cleanup()
             except Exception as exc:  # noqa: BLE001
@@ -768,6 +864,16 @@ class Episode:
         self.writer.end(result)
         self.writer.close()
         self.progress("end", {"result": result})
+
+
+def _reap_handle(sandbox: Sandbox) -> dict[str, Any]:
+    """The sandbox's :meth:`~rgym_core.sandbox.Sandbox.reap_handle` ({} when it fails)."""
+    try:
+        handle = sandbox.reap_handle()
+        json.dumps(handle)
+    except Exception:  # noqa: BLE001 - informative: `rgym grade` then kills nothing
+        return {}
+    return handle
 
 
 def _host_workspace(sandbox: Sandbox) -> str | None:

@@ -202,6 +202,29 @@ class Sandbox(abc.ABC):
     def cleanup(self) -> None:
         """Stop every process and remove the sandbox. Safe to call twice."""
 
+    def freeze(self) -> None:
+        """Stop every agent process (the whole tree: the episode's uid, pid namespace or
+        container) until :meth:`thaw`, so a copy taken meanwhile is one atomic
+        snapshot.  Processes started after the freeze (rgym's own copy-out) run.
+        Backends that cannot freeze raise :class:`NotImplementedError`; the runner
+        then records the snapshot as not frozen."""
+        raise NotImplementedError(f"{type(self).__name__} cannot freeze its processes")
+
+    def thaw(self) -> None:
+        """Let the processes :meth:`freeze` stopped run again (safe without a freeze)."""
+
+    def kill_processes(self) -> list[str]:
+        """Kill every agent process still running (the sandbox and its workspace stay,
+        so the workspace can still be copied out) and return the command lines of the
+        processes killed, as the host read them (never as the agent reported them).
+        Backends that cannot raise :class:`NotImplementedError`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot kill its processes")
+
+    def reap_handle(self) -> dict[str, Any]:
+        """What :attr:`SandboxSpec.reap` needs to kill this episode's processes after
+        rgym itself died (JSON-safe; written into the trajectory at start)."""
+        return {}
+
     def health(self) -> SandboxError | None:
         """Return a :class:`SandboxError` if the sandbox died (e.g. OOM), else None."""
         return None
@@ -247,10 +270,16 @@ class SandboxSpec:
     ``limits``, when given, says what the backend would enforce for a task's
     resources and the sandbox options: ``limits(resources, options)`` returns one
     line per limit (``{"memory": "8192 MB (default), no swap beyond it", ...}``)
-    for ``rgym show``."""
+    for ``rgym show``.
+
+    ``reap``, when given, kills what a killed episode left running:
+    ``reap(handle)`` takes :meth:`Sandbox.reap_handle`'s mapping and returns the
+    command lines of the processes it killed (``rgym grade`` calls it before it
+    archives a killed run's workspace)."""
 
     name: str
     factory: Callable[[SandboxConfig], Sandbox]
     description: str = ""
     isolated_grading: bool = False
     limits: Callable[[Resources, dict[str, Any]], dict[str, str]] | None = None
+    reap: Callable[[dict[str, Any]], list[str]] | None = None

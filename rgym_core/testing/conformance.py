@@ -413,3 +413,54 @@ class SandboxConformance:
         _run_ok(box, "echo x > file")
         box.cleanup()
         box.cleanup()
+
+    # -- snapshots: freezing and killing the episode's processes ----------------------
+
+    def _start_counter(self, box: Sandbox, token: str) -> None:
+        """A detached process that rewrites ``count.txt`` every millisecond or so."""
+        _run_ok(box, f"(setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > count.tmp; "
+                     f"mv -f count.tmp count.txt; done; : {token}' >/dev/null 2>&1 &)")
+        for _ in range(500):
+            if box.run("test -s count.txt", timeout=30).exit_code == 0:
+                return
+            time.sleep(0.01)
+        raise AssertionError("the counter did not start")
+
+    def test_freeze_stops_every_process_until_thaw(self, make_sandbox: MakeSandbox,
+                                                   tmp_path: Path) -> None:
+        box = make_sandbox()
+        token = f"rgymfz{uuid.uuid4().hex[:12]}"
+        self._start_counter(box, token)
+        try:
+            box.freeze()
+        except NotImplementedError:
+            pytest.skip(f"{type(box).__name__} cannot freeze its processes")
+        try:
+            first = box.read_file("count.txt")
+            time.sleep(0.3)
+            box.copy_out("count.txt", tmp_path / "a.txt")  # copies still work while frozen
+            assert box.read_file("count.txt") == first == (tmp_path / "a.txt").read_bytes()
+        finally:
+            box.thaw()
+        for _ in range(300):
+            if box.read_file("count.txt") != first:
+                break
+            time.sleep(0.01)
+        assert box.read_file("count.txt") != first, "thaw() did not let the process go on"
+
+    def test_kill_processes_names_them_and_keeps_the_workspace(self, make_sandbox: MakeSandbox,
+                                                               tmp_path: Path) -> None:
+        box = make_sandbox()
+        token = f"rgymkp{uuid.uuid4().hex[:12]}"
+        self._start_counter(box, token)
+        try:
+            killed = box.kill_processes()
+        except NotImplementedError:
+            pytest.skip(f"{type(box).__name__} cannot kill its processes")
+        assert any(token in line for line in killed), killed
+        first = box.read_file("count.txt")
+        time.sleep(0.3)
+        assert box.read_file("count.txt") == first
+        assert self.leftover_processes(token) == []
+        box.export_workspace(tmp_path / "out")
+        assert (tmp_path / "out" / "count.txt").read_bytes() == first

@@ -122,6 +122,66 @@ def kill_matching(match: Callable[[int], bool], exclude: set[int] | None = None,
     return killed
 
 
+def state(pid: int) -> bytes | None:
+    """The one-letter state of a process (``R``, ``S``, ``D``, ``T``, ``Z``...), or None."""
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
+
+
+def cmdline(pid: int, limit: int = 200) -> str:
+    """A process's command line as /proc shows it (arguments joined by spaces, at
+    most ``limit`` characters, control characters replaced); "" when gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read(4 * limit)
+    except OSError:
+        return ""
+    text = " ".join(part.decode("utf-8", "replace") for part in raw.split(b"\0") if part)
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+#: A process as :func:`freeze_matching` stopped it: its pid and start time, so that a
+#: pid reused by a new process is never continued.
+Frozen = tuple[int, int]
+_STOPPED = (b"T", b"t", b"Z", b"X")
+
+
+def freeze_matching(match: Callable[[int], bool], exclude: set[int] | None = None,
+                    deadline_s: float = 5.0) -> tuple[list[Frozen], bool]:
+    """SIGSTOP every process ``match`` accepts until one scan finds all of them
+    stopped (a process may fork or continue another while we scan; stopped ones do
+    neither).  Returns the stopped processes and whether every one was stopped
+    before the deadline (a process in uninterruptible sleep stops when it leaves it)."""
+    skip = {os.getpid()} | (exclude or set())
+    frozen: dict[int, int] = {}
+    end = time.monotonic() + deadline_s
+    while True:
+        running = []
+        for pid in pids():
+            if pid in skip or not match(pid):
+                continue
+            if state(pid) not in (None, *_STOPPED):
+                running.append(pid)
+        if not running:
+            return list(frozen.items()), True
+        if time.monotonic() >= end:
+            return list(frozen.items()), False
+        for pid in running:
+            start = started_at(pid)
+            if start is not None:
+                frozen.setdefault(pid, start)  # only what we stopped is continued later
+                kill(pid, signal.SIGSTOP)
+        time.sleep(0.001)
+
+
+def thaw(frozen: list[Frozen]) -> None:
+    """SIGCONT what :func:`freeze_matching` stopped (still the same processes)."""
+    for pid, start in frozen:
+        if started_at(pid) == start:
+            kill(pid, signal.SIGCONT)
+
+
 def kill(pid: int, sig: int = signal.SIGKILL) -> None:
     try:
         os.kill(pid, sig)

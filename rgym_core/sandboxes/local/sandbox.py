@@ -103,6 +103,7 @@ class LocalSandbox(Sandbox):
         self._counter = 0
         self._files: AgentFiles | None = None
         self._unenforced: list[str] = []
+        self._frozen: list[procs.Frozen] = []
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -198,6 +199,54 @@ class LocalSandbox(Sandbox):
     def cleanup(self) -> None:
         with self._lock:
             self._finalizer()
+
+    # -- the episode's processes ---------------------------------------------------
+
+    def _agent_process(self, pid: int) -> bool:
+        conf = self._state.conf
+        return conf is not None and conf.in_sandbox(pid)
+
+    def freeze(self) -> None:
+        """SIGSTOP every process of the episode (its pid namespace, leased uid or,
+        without either, its marked environment) until :meth:`thaw`."""
+        with self._lock:
+            self._require_started()
+            if self._frozen:
+                return
+            self._frozen, complete = procs.freeze_matching(self._agent_process)
+            if not complete:
+                log.warning("rgym/local: a process of the episode did not stop within 5 s "
+                            "(uninterruptible sleep); the snapshot is taken anyway")
+
+    def thaw(self) -> None:
+        with self._lock:
+            frozen, self._frozen = self._frozen, []
+            procs.thaw(frozen)
+
+    def kill_processes(self) -> list[str]:
+        """Kill every process of the episode, the persistent shell included (the
+        workspace stays, so it can still be copied out); return the command lines of
+        the agent's own processes that were still running (not the idle shell)."""
+        with self._lock:
+            if self._state.conf is None or self._state.done:
+                return []
+            shell = self._state.shell
+            shell_pid = shell.pid if shell is not None else None
+            self._frozen = []
+            stopped, _ = procs.freeze_matching(self._agent_process, deadline_s=2.0)
+            names = [procs.cmdline(pid) for pid, _ in stopped if pid != shell_pid]
+            procs.kill_matching(self._agent_process)
+            if shell is not None:
+                shell.close()
+            return [name for name in names if name]
+
+    def reap_handle(self) -> dict[str, object]:
+        conf = self._state.conf
+        if conf is None:
+            return {}
+        from rgym_core.sandboxes.local.reap import handle_of
+
+        return handle_of(conf)
 
     def health(self) -> SandboxError | None:
         conf = self._state.conf
