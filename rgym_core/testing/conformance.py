@@ -434,7 +434,7 @@ class SandboxConformance:
         try:
             box.freeze()
         except NotImplementedError:
-            pytest.skip(f"{type(box).__name__} cannot freeze its processes")
+            pytest.skip(f"not applicable: {type(box).__name__} cannot freeze its processes")
         try:
             first = box.read_file("count.txt")
             time.sleep(0.3)
@@ -456,7 +456,7 @@ class SandboxConformance:
         try:
             killed = box.kill_processes()
         except NotImplementedError:
-            pytest.skip(f"{type(box).__name__} cannot kill its processes")
+            pytest.skip(f"not applicable: {type(box).__name__} cannot kill its processes")
         assert any(token in line for line in killed), killed
         first = box.read_file("count.txt")
         time.sleep(0.3)
