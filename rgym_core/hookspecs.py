@@ -204,6 +204,19 @@ def rgym_run_sections(run_dir: Path) -> list[dict[str, Any]]:
     """
 
 
+@hookspec
+def rgym_run_graded(run_dir: Path, result: EpisodeResult) -> None:
+    """Called by ``rgym grade`` (:func:`rgym_core.grade_runs.finish_run`) once it graded
+    or finished a run directory outside an episode (an interrupted run, or
+    ``--regrade``), after ``result.json`` and the trajectory's ``score`` and ``end``
+    records are written.  No episode runs and no sandbox exists: read the run
+    directory with :mod:`rgym_core.rundir` (the integrity monitor checks the graded
+    run here and writes its ``integrity.json``).  What an implementation puts under
+    ``result.extras[<its name>]`` is written to ``result.json`` too.  An exception is
+    reported as a warning and never fails the grading.
+    """
+
+
 def all_hook_names() -> list[str]:
     """Names of every hook specification, for documentation and checks."""
     return sorted(name for name, value in globals().items() if name.startswith("rgym_") and callable(value))

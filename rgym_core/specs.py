@@ -38,6 +38,11 @@ def _non_negative(instance: Any, attribute: attrs.Attribute, value: float | int 
         raise FieldError(attribute.name, f"must be non-negative, got {value!r}")
 
 
+def _finite(instance: Any, attribute: attrs.Attribute, value: float | None) -> None:
+    if value is not None and (isinstance(value, bool) or not math.isfinite(value)):
+        raise FieldError(attribute.name, f"must be a finite number (or null for none), got {value!r}")
+
+
 def _last_digit(value: float | None) -> float:
     """Half a unit of the last digit written in ``value`` (``-0.24851`` -> ``5e-6``,
     ``31000`` -> ``0.5``), at least ``1e-9`` relative: the rounding a recorded score
@@ -58,12 +63,19 @@ def _namespaced(instance: Any, attribute: attrs.Attribute, value: str) -> None:
 
 @define(frozen=True)
 class Metric:
-    """A metric the grader reports. Exactly one metric of a task is primary."""
+    """A metric the grader reports. Exactly one metric of a task is primary.
+
+    ``ceiling``: the best value the metric can take, when it has one (accuracy 1.0,
+    R² 1.0, a percentage 100; for a minimised metric its floor: RMSE 0).  A score
+    at the ceiling is what copied test labels or a broken grader give, so the
+    integrity monitor flags it for review, and a score past it as impossible.
+    """
 
     name: str
     direction: Direction = "maximize"
     primary: bool = False
     description: str = ""
+    ceiling: float | None = field(default=None, validator=_finite)
 
     def better(self, a: float | None, b: float | None) -> bool:
         """True when ``a`` is strictly better than ``b`` (see :func:`rgym_core.direction.better`)."""

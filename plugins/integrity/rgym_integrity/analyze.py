@@ -23,6 +23,7 @@ from rgym_integrity.findings import IntegrityReport, ReportError, read_report
 from rgym_integrity.monitor import EpisodeMonitor, _starter_hashes, other_runs_artifacts
 from rgym_integrity.policy import resolve_policy
 from rgym_integrity.trace import (
+    EpisodeTrace,
     FileEvent,
     StepRecord,
     events_from_commands,
@@ -71,11 +72,16 @@ def task_of_run(run_dir: Path, registry: Any = None) -> Any:
 
 
 def analyze_run_dir(run_dir: Path | str, *, registry: Any = None, keep_audit: bool = True) -> IntegrityReport:
-    """Run every check on a finished run directory and return the report (not written)."""
+    """Run every check on a finished run directory and return the report (not written).
+    A malformed trajectory is an :class:`AnalysisError` naming the folder, line and field."""
+    from rgym_core.runcheck import trajectory_problem
     from rgym_core.rundir import RunDir, RunDirError
 
     run_dir = Path(run_dir)
     run = RunDir(run_dir)
+    problem = trajectory_problem(run)
+    if problem:
+        raise AnalysisError(problem.removeprefix(f"{run_dir}: "))
     task = task_of_run(run_dir, registry)
     try:
         previous = read_report(run_dir)
@@ -101,6 +107,7 @@ def analyze_run_dir(run_dir: Path | str, *, registry: Any = None, keep_audit: bo
     trace = monitor.trace
     if dataset_problem or policy.starter_error:
         trace.limits.append(dataset_problem or str(policy.starter_error))
+    trace.limits.extend(policy.problems)
     trace.starter_hashes = _starter_hashes(monitor.starter)
     for rel, host_file in sorted(monitor.starter.items()):
         try:
@@ -111,7 +118,7 @@ def analyze_run_dir(run_dir: Path | str, *, registry: Any = None, keep_audit: bo
     recorded = previous is not None and bool(previous.files or previous.protected)
     try:
         steps = run.steps()
-    except RunDirError as exc:
+    except (RunDirError, ValueError) as exc:  # SpecError: a step the checks let through
         raise AnalysisError(str(exc)) from None
     for step in steps:
         step_record = StepRecord.from_step(step)
@@ -131,12 +138,9 @@ def analyze_run_dir(run_dir: Path | str, *, registry: Any = None, keep_audit: bo
         for rel in trace.initial:
             if policy.is_protected(rel):
                 trace.protected[rel] = {"start": _sha(monitor.starter[rel]), "hashes": []}
-    try:
-        result = run.result()
-        trace.scores = list(result.scores)
-    except RunDirError:
-        trace.scores = list(run.scores())
-        trace.limits.append("the run has no result.json: its gradings come from the trajectory")
+    trace.scores, trace.history, problem = gradings_of(run)
+    if problem:
+        trace.limits.append(problem)
     monitor._final_workspace()
     try:
         trace.other_artifacts = other_runs_artifacts(run_dir, policy.task_id, own=run_id)
@@ -149,6 +153,74 @@ def analyze_run_dir(run_dir: Path | str, *, registry: Any = None, keep_audit: bo
     if keep_audit and previous is not None:
         report.audit = previous.audit
     return report
+
+
+def check_graded_run(run_dir: Path, result: Any = None, *, registry: Any = None) -> IntegrityReport | None:
+    """What the ``rgym_run_graded`` hook does after ``rgym grade``: run every check on
+    the run directory, write ``integrity.json`` and put the summary into
+    ``result.extras["integrity"]``.  ``None`` when the task turns the monitor off.
+    Never raises: a run that cannot be analysed gets a report saying why in its
+    limits (and keeps an earlier report's findings)."""
+    from rgym_integrity.findings import EXTRAS_KEY, write_report
+
+    try:
+        task = task_of_run(run_dir, registry)
+        if not bool(getattr(getattr(task, "integrity", None), "enabled", True)):
+            return None
+        report = analyze_run_dir(run_dir, registry=registry)
+    except Exception as exc:  # noqa: BLE001 - the grading stands whatever the monitor meets
+        try:
+            report = read_report(run_dir) or IntegrityReport(run_id=Path(run_dir).name, task="")
+        except ReportError:
+            report = IntegrityReport(run_id=Path(run_dir).name, task="")
+        report.limits.append(f"rgym grade: the run could not be checked again ({type(exc).__name__}: {exc})")
+    try:
+        write_report(run_dir, report)
+    except OSError as exc:
+        report.limits.append(f"integrity.json could not be written: {exc}")
+    extras = getattr(result, "extras", None)
+    if isinstance(extras, dict):
+        extras[EXTRAS_KEY] = report.summary()
+    return report
+
+
+def gradings_of(run: Any) -> tuple[list[Any], list[Any], str | None]:
+    """A run directory's gradings: the result's (``result.json``, else the
+    trajectory's), every grading the trajectory recorded (also those a regrade
+    replaced), and a limits line when there is no ``result.json``."""
+    from rgym_core.rundir import RunDirError
+
+    try:
+        history = list(run.scores())
+    except (RunDirError, OSError, ValueError):
+        history = []
+    try:
+        return list(run.result().scores), history, None
+    except RunDirError:
+        return history, history, "the run has no result.json: its gradings come from the trajectory"
+
+
+def refresh_snapshot_findings(run_dir: Path | str, report: IntegrityReport) -> bool:
+    """Compare the run directory's archives with its gradings again (the ``snapshot``
+    check) and put the answer in ``report`` in place of its earlier snapshot findings:
+    an ``integrity.json`` written before an archive was replaced must not vouch for it.
+    Returns True when the findings changed."""
+    from rgym_core.rundir import RunDir
+    from rgym_integrity.checks import snapshot
+    from rgym_integrity.findings import Kind
+    from rgym_integrity.policy import IntegrityPolicy
+
+    trace = EpisodeTrace(policy=IntegrityPolicy(task_id=report.task), run_dir=Path(run_dir), run_id=report.run_id)
+    trace.scores, trace.history, _ = gradings_of(RunDir(Path(run_dir)))
+    fresh = snapshot.check(trace)
+    kept = [f for f in report.findings if f.kind is not Kind.SNAPSHOT]
+    old = [f.to_dict() for f in report.findings if f.kind is Kind.SNAPSHOT]
+    if old == [f.to_dict() for f in fresh]:
+        return False
+    report.findings = [*kept, *fresh]
+    if "snapshot" not in report.checks:
+        report.checks.append("snapshot")
+    return True
 
 
 def _sha(path: Path) -> str | None:
@@ -190,4 +262,5 @@ def starter_datasets(task: Any, config: Any, registry: Any = None) -> tuple[dict
                     f"prepared ({type(exc).__name__}: {exc}); only the task's own starter files are known")
 
 
-__all__ = ["AnalysisError", "analyze_run_dir", "starter_datasets", "task_of_run"]
+__all__ = ["AnalysisError", "analyze_run_dir", "check_graded_run", "gradings_of", "refresh_snapshot_findings", "starter_datasets",
+           "task_of_run"]

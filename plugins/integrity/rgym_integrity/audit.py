@@ -60,6 +60,7 @@ class AuditContext:
 
 def load_context(run_dir: Path, report: IntegrityReport) -> AuditContext:
     """Read the run's result, trajectory and final workspace for the auditor."""
+    from rgym_core.runcheck import record_problem
     from rgym_core.rundir import RunDir, RunDirError
     from rgym_integrity.workspace import read_archive
 
@@ -87,6 +88,8 @@ def load_context(run_dir: Path, report: IntegrityReport) -> AuditContext:
     steps: list[dict[str, Any]] = []
     try:
         for record in run.records():
+            if record_problem(record) is not None:  # malformed: the auditor would trip on it
+                break
             if record.get("type") == "step":
                 steps.append(record)
     except RunDirError:

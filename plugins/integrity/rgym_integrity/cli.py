@@ -1,8 +1,13 @@
 """``rgym audit``: the integrity findings of run directories, and an LLM's verdict.
 
-Exit codes: 0 every run is clean (no error finding; with ``--model``, every
-verdict PASS); 1 a run is flagged or a verdict is SUSPICIOUS or NEEDS_REVIEW;
-2 bad usage or a run directory that cannot be read.
+Exit codes: 0 every run is clean (no error finding, nothing for review; with
+``--model``, every verdict PASS); 1 a run is flagged, is up for review (a score at
+its metric's ceiling or far beyond the reference) or a verdict is SUSPICIOUS or
+NEEDS_REVIEW; 2 bad usage or a run directory that cannot be read.
+
+A stored ``integrity.json`` is read as it is, except for the ``snapshot`` check,
+which runs again every time: the archives are compared with the gradings now,
+since a report written before an archive was replaced cannot vouch for it.
 """
 
 from __future__ import annotations
@@ -43,13 +48,15 @@ def audit(ctx: click.Context, run_dirs: tuple[Path, ...], model: str | None, bas
     RUN_DIRS are run directories, runs folders or sweep folders.  Each run's
     findings come from its integrity.json (written by the monitor during the
     episode); --recheck, or a run without one, runs the checks on the run
-    directory now.  With --model, a model reads the trajectory, the final files
+    directory now; the snapshot check (are workspace.tar.gz and snapshots/ what
+    was graded?) runs again every time.  Exit 1 also for a run up for review (a
+    score at its metric's ceiling or far beyond the reference).  With --model, a model reads the trajectory, the final files
     and the findings through tools, within --cost-limit/--token-limit/--max-turns,
     and records PASS, SUSPICIOUS or NEEDS_REVIEW with its reasons in
     integrity.json (and result.json).
     """
     from rgym_core.rundir import RunDirError, iter_run_dirs
-    from rgym_integrity.analyze import AnalysisError, analyze_run_dir
+    from rgym_integrity.analyze import AnalysisError, analyze_run_dir, refresh_snapshot_findings
     from rgym_integrity.findings import ReportError, read_report, write_report
 
     if max_turns < 1 or cost_limit <= 0 or (token_limit is not None and token_limit <= 0):
@@ -78,6 +85,8 @@ def audit(ctx: click.Context, run_dirs: tuple[Path, ...], model: str | None, bas
                     registry = _quiet_registry(ctx)
                 report = analyze_run_dir(run_dir, registry=registry)
                 write_report(run_dir, report)
+            elif refresh_snapshot_findings(run_dir, report):
+                write_report(run_dir, report)
         except (AnalysisError, ReportError, RunDirError, OSError) as exc:
             click.echo(f"error: {run_dir}: {exc}", err=True)
             outcome = EXIT_USAGE
@@ -94,7 +103,7 @@ def audit(ctx: click.Context, run_dirs: tuple[Path, ...], model: str | None, bas
             write_report(run_dir, report)
         _update_result(run_dir, report)
         verdict = (report.audit or {}).get("verdict") if client is not None else None
-        if report.flagged or verdict in ("SUSPICIOUS", "NEEDS_REVIEW"):
+        if report.flagged or report.review or verdict in ("SUSPICIOUS", "NEEDS_REVIEW"):
             outcome = max(outcome, EXIT_FAILED)
         if as_json:
             out.append({"run_dir": str(run_dir), **report.to_dict()})

@@ -7,6 +7,10 @@ before the agent's first action) and the evidence (files, hashes, commands,
 excerpts).  A run is *flagged* when it has at least one finding of severity
 ``error``: ``rgym score`` shows flagged runs and ``--exclude-flagged`` leaves
 them out.  ``warning`` findings deserve a look; ``info`` findings are context.
+A finding marked ``review`` (a ``warning``: a score at its metric's ceiling, or
+far beyond the task's reference) puts the run up *for review*: nothing proves
+foul play, but a person must look before the score counts; ``rgym audit`` exits 1
+for it, as for a flagged run.
 
 Only the standard library and attrs are imported here: ``rgym score`` and
 ``rgym show`` read reports through this module.
@@ -42,6 +46,7 @@ class Kind(enum.StrEnum):
     BLOCKED_SOURCE = "blocked_source"
     IMPLAUSIBLE_SCORE = "implausible_score"
     REUSE = "reuse"
+    SNAPSHOT = "snapshot"
 
     @property
     def label(self) -> str:
@@ -66,6 +71,7 @@ _TITLES = {
     Kind.BLOCKED_SOURCE: "blocked source",
     Kind.IMPLAUSIBLE_SCORE: "implausible score",
     Kind.REUSE: "reuse",
+    Kind.SNAPSHOT: "graded snapshot",
 }
 
 
@@ -91,7 +97,8 @@ class Finding:
     ``steps``: the step indexes concerned (``0``: the workspace as laid out;
     the final workspace is the last step's).  ``evidence``: JSON-able facts
     (``file``, ``sha256_before``/``sha256_after``, ``command``, ``excerpt``,
-    ``value``...), enough to check the finding by hand.
+    ``value``...), enough to check the finding by hand.  ``review``: the run is up
+    for review until a person has looked (see the module docstring).
     """
 
     kind: Kind = field(converter=Kind)
@@ -99,21 +106,25 @@ class Finding:
     message: str
     steps: list[int] = field(factory=list)
     evidence: dict[str, Any] = field(factory=dict)
+    review: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind.value, "title": self.kind.label, "severity": self.severity.value,
-                "message": self.message, "steps": list(self.steps), "evidence": dict(self.evidence)}
+                "review": self.review, "message": self.message, "steps": list(self.steps),
+                "evidence": dict(self.evidence)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Finding:
         return cls(kind=data["kind"], severity=data["severity"], message=str(data.get("message", "")),
                    steps=[int(s) for s in data.get("steps") or []],
-                   evidence=dict(data.get("evidence") or {}))
+                   evidence=dict(data.get("evidence") or {}), review=bool(data.get("review", False)))
 
     def line(self) -> str:
-        """One line for people: ``error  provenance  step 3: results.txt was written by echo``."""
+        """One line for people: ``error  provenance  step 3: results.txt was written by echo``
+        (``review`` in place of the severity for a finding that puts the run up for review)."""
         where = _steps_text(self.steps)
-        return f"{self.severity.value:<7} {self.kind.label}{f' ({where})' if where else ''}: {self.message}"
+        label = "review" if self.review and self.severity is not Severity.ERROR else self.severity.value
+        return f"{label:<7} {self.kind.label}{f' ({where})' if where else ''}: {self.message}"
 
 
 def _steps_text(steps: Iterable[int]) -> str:
@@ -130,8 +141,9 @@ def is_flagged(findings: Iterable[Finding]) -> bool:
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """Errors first, then by first step, then by kind."""
-    return sorted(findings, key=lambda f: (-f.severity.rank, min(f.steps, default=1 << 30), f.kind.value))
+    """Errors first, then findings for review, then by severity, first step and kind."""
+    return sorted(findings, key=lambda f: (f.severity is not Severity.ERROR, not f.review, -f.severity.rank,
+                                           min(f.steps, default=1 << 30), f.kind.value))
 
 
 @define
@@ -158,6 +170,16 @@ class IntegrityReport:
     def flagged(self) -> bool:
         return is_flagged(self.findings)
 
+    @property
+    def review(self) -> bool:
+        """True when a finding puts the run up for review (see the module docstring)."""
+        return any(f.review for f in self.findings)
+
+    def review_kinds(self) -> list[str]:
+        """The kinds of the findings that put the run up for review, in :class:`Kind` order."""
+        found = {f.kind for f in self.findings if f.review}
+        return [k.value for k in Kind if k in found]
+
     def counts(self) -> dict[str, int]:
         out = {s.value: 0 for s in Severity}
         for f in self.findings:
@@ -174,8 +196,9 @@ class IntegrityReport:
         shown = sort_findings(self.findings)[:limit]
         out: dict[str, Any] = {
             "flagged": self.flagged, "counts": self.counts(), "kinds": self.kinds(),
+            "review": self.review, "review_kinds": self.review_kinds(),
             "findings": [{"kind": f.kind.value, "severity": f.severity.value, "steps": f.steps,
-                          "message": f.message} for f in shown],
+                          "message": f.message, **({"review": True} if f.review else {})} for f in shown],
             "report": REPORT_FILE,
         }
         if len(self.findings) > limit:
@@ -188,6 +211,7 @@ class IntegrityReport:
         return {
             "version": self.version, "monitor": self.monitor, "run_id": self.run_id, "task": self.task,
             "flagged": self.flagged, "counts": self.counts(), "kinds": self.kinds(),
+            "review": self.review, "review_kinds": self.review_kinds(),
             "findings": [f.to_dict() for f in sort_findings(self.findings)],
             "checks": list(self.checks), "limits": list(self.limits), "cost": dict(self.cost),
             "protected": self.protected, "files": self.files, "artifacts": self.artifacts,

@@ -117,6 +117,7 @@ class EpisodeMonitor:
             monitor.trace.limits.append(policy.starter_error)
         if policy.leakage_error:
             monitor.trace.limits.append(f"the task's leakage policy could not be read: {policy.leakage_error}")
+        monitor.trace.limits.extend(policy.problems)
         monitor._begin()
         monitor.cost_start = time.perf_counter() - t0
         return monitor

@@ -1,5 +1,6 @@
-"""The ``integrity`` plugin: lifecycle hooks that monitor every episode, the
-``rgym audit`` command, and a section for ``rgym show RUN_DIR``.
+"""The ``integrity`` plugin: lifecycle hooks that monitor every episode, the check
+of a run ``rgym grade`` graded (``rgym_run_graded``), the ``rgym audit`` command,
+and a section for ``rgym show RUN_DIR``.
 
 This module imports nothing but the standard library and ``rgym_core.hookimpl``:
 the monitor is imported by the first episode that starts.
@@ -58,6 +59,17 @@ def rgym_episode_end(episode: Any, result: Any) -> None:
         monitor = _monitors.pop(_key(episode), None)
     if monitor is not None:
         monitor.finish(result)
+
+
+@hookimpl
+def rgym_run_graded(run_dir: Path, result: Any) -> None:
+    """``rgym grade`` graded ``run_dir``: check it after the fact (the live monitor's
+    record in ``integrity.json`` is kept), write ``integrity.json`` and the summary."""
+    if os.environ.get(ENV_SWITCH, "").strip().lower() in ("0", "off", "false", "no", "disabled"):
+        return
+    from rgym_integrity.analyze import check_graded_run
+
+    check_graded_run(Path(run_dir), result)
 
 
 @hookimpl

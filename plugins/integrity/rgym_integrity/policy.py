@@ -18,7 +18,13 @@ Defaults (used in addition to what a task declares):
   the evaluation mount ``/eval``, the task's folder and the runs folder;
 * bounds: ratios (accuracy, R², F1, AUC, precision, recall...) at most 1 (or 100
   when the task's scores are percentages) and at least 0 (R² has no lower bound);
-  errors and losses (RMSE, MSE, MAE, loss, perplexity) at least 0.
+  errors and losses (RMSE, MSE, MAE, loss, perplexity) at least 0; a metric's
+  declared ``ceiling`` (:attr:`rgym_core.specs.Metric.ceiling`) bounds it on its
+  better side;
+* ceilings: each metric's ``ceiling`` (a score at it is flagged for review);
+* review factor: a score more than ``k`` times the difference between the task's
+  reference and baseline scores past the better of the two is flagged for review
+  (``k`` = :data:`DEFAULT_REVIEW_FACTOR`, or ``RGYM_INTEGRITY_REVIEW_FACTOR``).
 """
 
 from __future__ import annotations
@@ -51,6 +57,29 @@ RATIO_METRICS = frozenset({"accuracy", "acc", "r2", "f1", "auc", "auroc", "auprc
                            "winrate", "kappa", "mcc", "balanced_accuracy", "aup", "aur", "ssim"})
 NON_NEGATIVE_METRICS = frozenset({"rmse", "mse", "mae", "mape", "loss", "perplexity", "ppl", "wer",
                                   "cer", "error", "fid", "rmsle", "logloss", "time", "decisions"})
+
+
+#: ``k`` of the "far beyond the reference" rule (see the module docstring).
+DEFAULT_REVIEW_FACTOR = 1.0
+#: The environment variable that sets ``k`` (a non-negative number).
+REVIEW_FACTOR_ENV = "RGYM_INTEGRITY_REVIEW_FACTOR"
+
+
+def review_factor() -> tuple[float, str | None]:
+    """``k`` of the "far beyond the reference" rule, and the problem with
+    ``RGYM_INTEGRITY_REVIEW_FACTOR`` when it is set but not a non-negative number
+    (then the default is used)."""
+    raw = os.environ.get(REVIEW_FACTOR_ENV, "").strip()
+    if not raw:
+        return DEFAULT_REVIEW_FACTOR, None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (value >= 0 and value != float("inf")):
+        return DEFAULT_REVIEW_FACTOR, (f"{REVIEW_FACTOR_ENV}={raw!r} is not a non-negative number; "
+                                       f"the default {DEFAULT_REVIEW_FACTOR:g} was used (set it to e.g. 2)")
+    return value, None
 
 
 def _norm(name: str) -> str:
@@ -135,6 +164,13 @@ class IntegrityPolicy:
     directions: dict[str, str] = field(factory=dict)
     sota_margin: float | None = None
     sota_margins: dict[str, float] = field(factory=dict)
+    #: Each metric's ceiling (:attr:`rgym_core.specs.Metric.ceiling`): the best value it can take.
+    ceilings: dict[str, float] = field(factory=dict)
+    #: ``k``: a score more than ``k`` x |reference - baseline| past the better of the two is
+    #: flagged for review.
+    review_factor: float = DEFAULT_REVIEW_FACTOR
+    #: Why a setting could not be used (shown in the report's limits).
+    problems: list[str] = field(factory=list)
     primary: str | None = None
     metric_names: list[str] = field(factory=list)
     #: Mounts of read-only datasets in the workspace (left out of listings).
@@ -306,14 +342,23 @@ def resolve_policy(task: Any, datasets: Mapping[str, Any] | None = None, *,
     scores = {m.name: [v for v in (task.baseline_scores.get(m.name), task.reference_scores.get(m.name))
                        if v is not None] for m in task.metrics}
     bounds: dict[str, tuple[float | None, float | None]] = {}
+    ceilings: dict[str, float] = {}
     for metric in task.metrics:
+        ceiling = getattr(metric, "ceiling", None)
+        if ceiling is not None:
+            ceilings[metric.name] = float(ceiling)
         declared = (getattr(spec, "bounds", {}) or {}).get(metric.name)
         if declared is not None:
             bounds[metric.name] = (declared[0], declared[1])
         else:
             low, high = default_bounds(metric.name, scores[metric.name])
+            if ceiling is not None and metric.direction == "minimize":
+                low = float(ceiling)
+            elif ceiling is not None:
+                high = float(ceiling)
             if low is not None or high is not None:
                 bounds[metric.name] = (low, high)
+    factor, factor_problem = review_factor()
     leakage, leakage_error = _leakage(task)
     given = [task.description, " ".join(f"{k} {v}" for k, v in task.baseline_scores.items()),
              " ".join(f"{k} {v}" for k, v in task.reference_scores.items())]
@@ -329,6 +374,7 @@ def resolve_policy(task: Any, datasets: Mapping[str, Any] | None = None, *,
         reference=dict(task.reference_scores), baseline=dict(task.baseline_scores),
         directions={m.name: m.direction for m in task.metrics},
         sota_margin=getattr(spec, "sota_margin", None), sota_margins=dict(getattr(spec, "sota_margins", {}) or {}),
+        ceilings=ceilings, review_factor=factor, problems=[factor_problem] if factor_problem else [],
         primary=task.primary_metric.name, metric_names=[m.name for m in task.metrics],
         mounts=[m.mount for m in task.datasets], submission=list(task.grader.submission),
         submission_exclude=list(task.grader.exclude), given_text="\n".join(given),
@@ -336,7 +382,7 @@ def resolve_policy(task: Any, datasets: Mapping[str, Any] | None = None, *,
         starter_error=starter_error)
 
 
-__all__ = ["CODE_EXTENSIONS", "DEFAULT_PROTECTED", "DEFAULT_TEST_DATA", "TEXT_EXTENSIONS", "IntegrityPolicy",
+__all__ = ["CODE_EXTENSIONS", "DEFAULT_PROTECTED", "DEFAULT_REVIEW_FACTOR", "REVIEW_FACTOR_ENV", "DEFAULT_TEST_DATA", "TEXT_EXTENSIONS", "IntegrityPolicy",
            "any_match", "default_bounds", "extension", "glob_match", "is_code", "is_text_like",
            "merge_starter_folders", "resolve_policy", "starter_files",
-           "starter_folders_of"]
+           "review_factor", "starter_folders_of"]

@@ -13,6 +13,10 @@ def verdict_line(report: IntegrityReport) -> str:
     counts = report.counts()
     if report.flagged:
         head = f"FLAGGED ({', '.join(report.kinds())})"
+        if report.review:
+            head += f", REVIEW ({', '.join(report.review_kinds())})"
+    elif report.review:
+        head = f"REVIEW ({', '.join(report.review_kinds())})"
     elif counts["warning"]:
         head = "warnings only"
     else:

@@ -128,6 +128,9 @@ class EpisodeTrace:
     initial: dict[str, int] = field(factory=dict)
     #: The gradings (:class:`rgym_core.records.ScoreRecord` or dicts).
     scores: list[Any] = field(factory=list)
+    #: Every grading the trajectory recorded, also those a regrade replaced in the
+    #: result (filled after the fact; the live monitor's ``scores`` are all there is).
+    history: list[Any] = field(factory=list)
     run_dir: Path | None = None
     run_id: str = ""
     limits: list[str] = field(factory=list)

@@ -12,8 +12,11 @@ returning :class:`~rgym_integrity.findings.Finding` objects.
                            hidden paths (the grader's files, private data), denied or not
 ``blocked_source``         commands and tool calls reaching a blocked URL or paper
 ``implausible_score``      scores beyond a metric's bounds or past the reference by the
-                           task's margin
+                           task's margin; at the metric's ceiling or far beyond the
+                           reference: for review
 ``reuse``                  submitted files identical to another run's, not computed here
+``snapshot``               the kept archives (``workspace.tar.gz``, ``snapshots/``) are the
+                           copies the gradings graded (their recorded digests)
 =========================  ==========================================================
 """
 
@@ -36,6 +39,7 @@ def all_checks() -> dict[str, Check]:
         provenance,
         reuse,
         scores,
+        snapshot,
         sources,
         testdata,
     )
@@ -48,6 +52,7 @@ def all_checks() -> dict[str, Check]:
         "blocked_source": sources.check,
         "implausible_score": scores.check,
         "reuse": reuse.check,
+        "snapshot": snapshot.check,
     }
 
 
