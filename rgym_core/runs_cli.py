@@ -7,7 +7,10 @@ run viewer (``rgym view``, plugin ``rgym-view``) lists: identity, state, exit
 status, the primary score against the baseline, cost, tokens, steps,
 duration and the integrity monitor's summary.  It works on runs that are still
 going or were killed (no ``result.json``): their figures come from the
-trajectory.
+trajectory.  A run whose records are malformed (a string token count, a NaN cost,
+a list where an object belongs, garbage in the middle of the trajectory) is
+*broken*: its summary's ``problem`` is one line naming the run folder, the file
+and the field (:mod:`rgym_core.runcheck`), and the other runs are listed as usual.
 """
 
 from __future__ import annotations
@@ -27,9 +30,18 @@ from attrs import asdict, define, field
 
 from rgym_core.direction import better
 from rgym_core.records import EpisodeResult
-from rgym_core.rundir import RunDir, RunDirError, RunState, iter_run_dirs
+from rgym_core.runcheck import broken_line, record_problem, result_line, result_problem
+from rgym_core.rundir import (
+    RESULT_FILE,
+    TRAJECTORY_FILE,
+    RunDir,
+    RunDirError,
+    RunState,
+    iter_numbered_records,
+    iter_run_dirs,
+)
 
-__all__ = ["RunSummary", "summarize", "iter_summaries", "filter_runs", "parse_since", "runs",
+__all__ = ["RunSummary", "summarize", "safe_summary", "iter_summaries", "filter_runs", "parse_since", "runs",
            "show_run", "score_text", "runs_table"]
 
 
@@ -63,6 +75,8 @@ class RunSummary:
     infrastructure: bool = False
     integrity: dict[str, Any] | None = None
     tags: dict[str, str] = field(factory=dict)
+    #: Why the run is broken (one line naming its folder, file and field), or None.
+    problem: str | None = None
 
     @property
     def solver(self) -> str:
@@ -96,15 +110,19 @@ def _integrity(extras: dict[str, Any]) -> dict[str, Any] | None:
     raw = extras.get("integrity") if isinstance(extras, dict) else None
     if not isinstance(raw, dict):
         return None
-    return {"flagged": bool(raw.get("flagged")), "counts": dict(raw.get("counts") or {}),
-            "kinds": list(raw.get("kinds") or []),
-            "findings": list(raw.get("findings") or [])}
+    counts: dict[Any, Any] = raw["counts"] if isinstance(raw.get("counts"), dict) else {}
+    kinds: list[Any] = raw["kinds"] if isinstance(raw.get("kinds"), list) else []
+    findings: list[Any] = raw["findings"] if isinstance(raw.get("findings"), list) else []
+    return {"flagged": bool(raw.get("flagged")),
+            "counts": {str(k): v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)},
+            "kinds": [str(k) for k in kinds], "findings": [f for f in findings if isinstance(f, dict)]}
 
 
 def summarize(run: RunDir | Path | str, *, result: EpisodeResult | None = None) -> RunSummary:
     """The summary of one run directory (complete, running, killed or corrupt);
     ``result``: its result when the caller has read it already."""
     run = run if isinstance(run, RunDir) else RunDir(Path(run))
+    problem: str | None = None
     if result is not None:
         state = RunState.COMPLETE
     elif run.result_path.exists():  # read once (RunDir.state() would read it a second time)
@@ -113,9 +131,14 @@ def summarize(run: RunDir | Path | str, *, result: EpisodeResult | None = None) 
             state = RunState.COMPLETE
         except RunDirError:
             state = RunState.CORRUPT
+            problem = result_line(run)
     else:
         state = run.state()
-    out = RunSummary(path=str(run.path), state=str(state))
+    if result is not None:
+        problem = _result_problem(run, result)
+        if problem is not None:  # figures no result can have: none of them is shown
+            result, state = None, RunState.CORRUPT
+    out = RunSummary(path=str(run.path), state=str(state), problem=problem)
     if result is not None:
         r = result
         out.task, out.profile, out.agent, out.model = r.task_id, r.profile, r.agent, r.model
@@ -158,13 +181,17 @@ def summarize(run: RunDir | Path | str, *, result: EpisodeResult | None = None) 
         if isinstance(baseline, dict) and isinstance(baseline.get("scores"), dict) and metric:
             out.baseline = _finite(baseline["scores"].get(metric))
         tags = (config.get("run") or {}).get("tags") if isinstance(config.get("run"), dict) else None
-        out.tags = dict(tags or {})
+        out.tags = {str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {}
     except RunDirError:
         pass
     if state is RunState.CORRUPT:
         out.error = "result.json cannot be read"
     try:
-        for record in run.records():
+        for line, record in iter_numbered_records(run.trajectory_path):
+            bad = record_problem(record)
+            if bad is not None:
+                out.problem = out.problem or broken_line(run, f"{TRAJECTORY_FILE} line {line}", bad)
+                break
             kind = record.get("type")
             if kind == "start":
                 out.started_at = _finite(record.get("started_at"))
@@ -188,7 +215,13 @@ def summarize(run: RunDir | Path | str, *, result: EpisodeResult | None = None) 
                         out.best_validation = v
     except RunDirError as exc:
         out.error = str(exc)
+        out.problem = out.problem or str(exc)
     return out
+
+
+def _result_problem(run: RunDir, result: EpisodeResult) -> str | None:
+    why = result_problem(result)
+    return broken_line(run, RESULT_FILE, why) if why else None
 
 
 def iter_summaries(paths: Iterable[Path | str]) -> Iterator[RunSummary]:
@@ -201,7 +234,18 @@ def iter_summaries(paths: Iterable[Path | str]) -> Iterator[RunSummary]:
             if key in seen:
                 continue
             seen.add(key)
-            yield summarize(run)
+            yield safe_summary(run)
+
+
+def safe_summary(run: RunDir, *, result: EpisodeResult | None = None) -> RunSummary:
+    """:func:`summarize`, and for a run it cannot read (a bug this module's checks
+    missed) a ``corrupt`` summary whose ``problem`` says so: one run never stops a
+    listing of many."""
+    try:
+        return summarize(run, result=result)
+    except Exception as exc:  # noqa: BLE001 - one malformed run must not stop the others
+        line = f"{run.path}: cannot be read: {type(exc).__name__}: {str(exc)[:300]}"
+        return RunSummary(path=str(run.path), state=str(RunState.CORRUPT), error=line, problem=line)
 
 
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -242,6 +286,7 @@ STATUS_WORDS = {
     "corrupt": "result.json cannot be read", "graded": "a valid final score",
     "failed": "no valid final score", "flagged": "the integrity monitor found an error",
     "infra": "rgym or the machine ended the episode",
+    "broken": "a malformed result.json or trajectory (`rgym runs` names the field)",
 }
 
 
@@ -257,6 +302,8 @@ def _status_matches(s: RunSummary, word: str) -> bool:
         return s.flagged
     if word == "infra":
         return s.infrastructure
+    if word == "broken":
+        return s.problem is not None
     return _glob(word, s.status, s.end_reason)
 
 
@@ -393,6 +440,9 @@ def runs(paths: tuple[Path, ...], tasks: tuple[str, ...], agents: tuple[str, ...
     selected.sort(key=lambda s: (s.started_at or 0.0, s.path), reverse=True)
     if limit:
         selected = selected[:limit]
+    for s in found:
+        if s.problem:
+            click.echo(f"warning: broken run: {s.problem}", err=True)
     if as_json:
         click.echo(json.dumps([s.to_dict() for s in selected], indent=2, default=str))
         return
@@ -444,7 +494,11 @@ def run_details(path: Path) -> dict[str, Any]:
     gradings: list[dict[str, Any]] = []
     stops: list[dict[str, Any]] = []
     try:
-        for record in run.records():
+        for line, record in iter_numbered_records(run.trajectory_path):
+            bad = record_problem(record)
+            if bad is not None:
+                data["trajectory_error"] = broken_line(run, f"{TRAJECTORY_FILE} line {line}", bad)
+                break
             kind = record.get("type")
             if kind == "score":
                 gradings.append(record.get("score") or {})
@@ -485,6 +539,8 @@ def show_run(path: Path, as_json: bool = False) -> None:
     echo(f"  task:     {s.task_label}")
     echo(f"  solver:   {s.solver}" + (f"  seed {s.seed}" if s.seed is not None else ""))
     echo(f"  state:    {s.state}" + (f" ({STATUS_WORDS.get(s.state, '')})" if s.state != "complete" else ""))
+    if s.problem:
+        echo(f"  broken:   {s.problem}")
     end = details.get("end")
     if end:
         echo(f"  status:   {end['status']}" + (f" ({end['why']})" if end.get("why") else ""))

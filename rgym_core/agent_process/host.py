@@ -11,12 +11,18 @@ episode, graded as an autosubmission; the runner itself never fails because of i
 Model calls: :class:`ModelGateway` builds the clients the scaffold asks for with
 the registered LLM providers (only the model and endpoint the user chose, only
 options the user gave or harmless ones), checks the episode's cost and token
-limits before every call and counts the usage; the action's ``usage`` is the
-runner's count, never the scaffold's claim.
+limits before every call, counts the usage and records each call it made (model,
+prompt, reply, tokens, cost, latency: :meth:`ModelGateway.take_calls`).  The
+action's ``usage`` and ``llm_calls`` are the runner's count and records, never the
+scaffold's claims: what the scaffold says about its own calls is left out of the
+trajectory, the result and every export, and only noted (``reported by the
+scaffold, unverified``) in ``agent_process.log``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import signal
@@ -58,6 +64,8 @@ LOG_FILE = "agent_process.log"
 SAFE_CLIENT_OPTIONS = frozenset({"connect_timeout", "read_timeout", "max_attempts", "max_wait_s",
                                  "backoff_initial_s", "backoff_max_s", "stream", "max_tokens",
                                  "temperature"})
+#: At most this many notes of the scaffold's own usage claims go to the log.
+MAX_REPORTED_NOTES = 50
 #: Facts of ``TaskContext.sandbox_facts`` the scaffold gets (no host paths, no users).
 SANDBOX_FACTS = ("backend", "memory", "memory_mb", "cpus", "gpus", "network", "pids")
 
@@ -191,6 +199,20 @@ class ModelGateway:
         self.clients: list[Any] = []
         #: Budgets the runner refused a call for during the current action.
         self.refused: set[str] = set()
+        #: The records of the calls made for the current action (see :meth:`take_calls`).
+        self.calls: list[dict[str, Any]] = []
+        self._last_sent: dict[int, list[dict[str, Any]]] = {}
+        self._last_tools: dict[int, str] = {}
+
+    def take_calls(self) -> list[dict[str, Any]]:
+        """The records of the model calls made since the last ``take_calls`` (and
+        forget them): one per call, in the shape in-process agents such as react
+        record (``model``, ``prefix_messages``/``prefix_sha256``/``messages``,
+        ``n_messages``, ``tools_sha256``/``tools``, ``response``, ``tool_calls``,
+        ``stop_reason``, ``input_tokens``, ``output_tokens``, ``cost_usd``,
+        ``latency_s``), plus ``"recorded_by": "runner"``."""
+        calls, self.calls = self.calls, []
+        return calls
 
     def create(self, params: dict[str, Any]) -> dict[str, Any]:
         model = params.get("model")
@@ -247,6 +269,7 @@ class ModelGateway:
         if temperature is not None and not isinstance(temperature, int | float):
             raise _Refused("temperature must be a number or null")
         client = self.clients[handle]
+        started = time.monotonic()
         try:
             response = client.complete(messages, tools=tools, max_tokens=max_tokens,
                                        temperature=temperature,
@@ -254,13 +277,54 @@ class ModelGateway:
         except BudgetExceeded as exc:
             self.refused.add(exc.kind.value)
             raise
+        latency = time.monotonic() - started
         pending.add(response.usage)
+        self.calls.append(self._record(handle, client, messages, tools, response, latency))
         data = unstructure(response)
         return data if isinstance(data, dict) else {}
+
+    def _record(self, handle: int, client: Any, messages: list[dict[str, Any]],
+                tools: list[Any] | None, response: Any, latency: float) -> dict[str, Any]:
+        """The record of one call the runner made (messages kept compact, as react
+        does: the leading messages equal to the previous call's on this client are
+        only counted and hashed)."""
+        previous = self._last_sent.get(handle, [])
+        prefix = 0
+        for old, new in zip(previous, messages, strict=False):
+            if old != new:
+                break
+            prefix += 1
+        usage = response.usage
+        record: dict[str, Any] = {
+            "model": str(getattr(client, "model", None) or self.model), "recorded_by": "runner",
+            "prefix_messages": prefix, "prefix_sha256": _digest(messages[:prefix]) if prefix else None,
+            "messages": messages[prefix:], "n_messages": len(messages)}
+        if tools:
+            digest = _digest(tools)
+            record["tools_sha256"] = digest
+            if self._last_tools.get(handle) != digest:
+                record["tools"] = tools
+                self._last_tools[handle] = digest
+        record.update({
+            "response": response.text,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                           for c in response.tool_calls],
+            "stop_reason": response.stop_reason,
+            "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+            "cost_usd": round(usage.cost_usd, 8), "latency_s": round(latency, 3)})
+        raw_usage = response.raw.get("_usage") if isinstance(response.raw, dict) else None
+        if isinstance(raw_usage, dict) and raw_usage.get("estimated"):
+            record["tokens_estimated"] = True
+        self._last_sent[handle] = messages
+        return record
 
 
 class _Refused(Exception):
     """A model request the gateway does not allow."""
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _error_reply(exc: BaseException) -> dict[str, Any]:
@@ -305,6 +369,9 @@ class ProcessAgent:
         self._proc: subprocess.Popen[bytes] | None = None
         self._channel: Channel | None = None
         self._stderr: _StderrLog | None = None
+        self._acts = 0
+        #: What the scaffold claimed about its own model calls (for agent_process.log only).
+        self._reported: list[str] = []
         extra = [config.run_dir.parents[2]] if config.run_dir and len(config.run_dir.parents) > 2 else []
         self.plan: LaunchPlan = plan_launch(registry, self.distribution, extra_hidden=extra)
         self._finalizer = weakref.finalize(self, _kill_plan, None, self.plan)
@@ -345,6 +412,20 @@ class ProcessAgent:
             self._failure = exc
 
     def act(self, observation: Observation) -> Action:
+        try:
+            return self._act(observation)
+        except Exception as exc:
+            # the records of the calls the runner made for the unfinished action
+            # (the runner writes them with the agent's stop); never the scaffold's
+            calls = self.gateway.take_calls()
+            try:
+                exc.llm_calls = calls  # type: ignore[attr-defined]
+            except AttributeError:  # pragma: no cover - an exception class with slots
+                pass
+            raise
+
+    def _act(self, observation: Observation) -> Action:
+        self._acts += 1
         if self._failure is not None:
             failure, self._failure = self._failure, None
             if not isinstance(failure, BudgetExceeded):
@@ -359,6 +440,7 @@ class ProcessAgent:
             raise self._stopped(reply)
         action = self._action(reply.get("action"))
         action.usage, self._pending = self._pending, Usage()
+        action.llm_calls = self.gateway.take_calls()
         self.gateway.refused.clear()
         return action
 
@@ -534,13 +616,33 @@ class ProcessAgent:
         calls = data.get("llm_calls") or []
         if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
             raise bad("'llm_calls' must be a list of objects")
+        self._note_reported(calls)
+        # llm_calls: the runner's own records, set by act() (the scaffold's claims are ignored)
         return Action(tool=tool, args=args, thought=texts["thought"], raw=texts["raw"],
-                      llm_calls=calls, call_id=texts["call_id"])
+                      call_id=texts["call_id"])
+
+    def _note_reported(self, calls: list[Any]) -> None:
+        """Note in ``agent_process.log`` what the scaffold claimed about its own model
+        calls (never counted: the runner's records are the action's ``llm_calls``)."""
+        if not calls or len(self._reported) >= MAX_REPORTED_NOTES:
+            return
+        models = sorted({" ".join(str(c.get("model")).split())[:80] for c in calls
+                         if isinstance(c, dict)})[:5]
+        tokens = {}
+        for key in ("input_tokens", "output_tokens", "cost_usd"):
+            values = [c.get(key) for c in calls if isinstance(c, dict)]
+            tokens[key] = [v if isinstance(v, int | float) and not isinstance(v, bool) else repr(v)[:40]
+                           for v in values][:10]
+        self._reported.append(f"action {self._acts}: {len(calls)} model call(s) reported by the "
+                              f"scaffold, unverified, not counted (the runner made "
+                              f"{len(self.gateway.calls)}): models {', '.join(models)}; "
+                              + "; ".join(f"{k} {v}" for k, v in tokens.items()))
 
     def _stopped(self, reply: dict[str, Any]) -> Exception:
         reason = reply.get("reason")
         message = str(reply.get("message") or "")[:2000]
-        calls = reply.get("llm_calls") if isinstance(reply.get("llm_calls"), list) else []
+        if isinstance(reply.get("llm_calls"), list):
+            self._note_reported(reply["llm_calls"])
         budget = self.budget if self._status is None else self._status.budget
         exc: Exception
         limit_of = {"cost": budget.cost_limit_usd, "tokens": budget.token_limit,
@@ -558,8 +660,7 @@ class ProcessAgent:
         else:  # pragma: no cover - STOP_REASONS is covered above
             exc = AgentProcessError(message)
         exc.usage, self._pending = self._pending, Usage()  # type: ignore[union-attr]
-        exc.llm_calls = calls  # type: ignore[union-attr]
-        self.gateway.refused.clear()
+        self.gateway.refused.clear()  # act() attaches the runner's records as exc.llm_calls
         return exc
 
     def _remote_failure(self, message: dict[str, Any], phase: str) -> AgentProcessError:
@@ -632,6 +733,8 @@ class ProcessAgent:
         text = self._stderr.text()
         header = (f"# agent {self.name} ({self.distribution}) in its own process; confinement: "
                   f"{self.confinement}\n")
+        for note in self._reported:
+            header += f"# rgym: {note}\n"
         try:
             (Path(run_dir) / LOG_FILE).write_text(header + text, encoding="utf-8")
         except OSError as exc:

@@ -51,8 +51,10 @@ such as ``api_key_env`` or ``prices`` the user did not give).
 Payloads: ``CONTEXT`` is :class:`rgym_core.agents.TaskContext` as plain data
 without ``status``, ``run_dir`` and ``scripted_actions`` (only the core's own
 agents get those); ``OBSERVATION`` and ``ACTION`` are the records of
-:mod:`rgym_core.records` as plain data (the scaffold's ``usage`` is ignored: the
-runner measured it); ``STATUS`` is ``{"steps", "elapsed_s", "usage": USAGE,
+:mod:`rgym_core.records` as plain data (the scaffold's ``usage`` and ``llm_calls``,
+and a ``stop``'s ``llm_calls``, are ignored: the runner counts the usage and records
+the calls it made itself; what the scaffold claims is only noted, as unverified, in
+``agent_process.log``); ``STATUS`` is ``{"steps", "elapsed_s", "usage": USAGE,
 "snapshot": {...}}``, the live counters behind ``TaskContext.status``; ``RESPONSE``
 is :class:`rgym_core.models.ModelResponse` as plain data; ``BUDGET`` is
 :class:`rgym_core.specs.Budget` as plain data; ``REASON`` is ``cost``,

@@ -23,6 +23,12 @@ trajectory alone:
 ``cost_without_improvement`` (a note)
     the run spent money and ended no better than the baseline.
 
+A run whose trajectory is malformed (:mod:`rgym_core.runcheck`) is not analysed:
+it is listed under ``skipped`` by one line naming its folder, the file and the
+field, and the other runs are analysed as usual.  A run whose ``result.json`` is
+malformed is analysed from its trajectory (state ``corrupt``), its ``problem``
+naming the field.
+
 Warnings flag a run; notes are context.  The cost per point of improvement is
 the model cost divided by the improvement of the final primary score over the
 baseline, in percent of the baseline (oriented by the metric's direction).
@@ -42,8 +48,9 @@ from typing import Any
 from attrs import define, field
 
 from rgym_core.direction import better
-from rgym_core.rundir import RunDir, RunDirError
-from rgym_core.runs_cli import RunSummary, summarize
+from rgym_core.runcheck import BrokenRun, broken_line, record_problem
+from rgym_core.rundir import TRAJECTORY_FILE, RunDir, RunDirError, iter_numbered_records
+from rgym_core.runs_cli import RunSummary, safe_summary
 from rgym_view.data import iter_runs, parallel_map
 
 ACTION_CLASSES = ("edit", "run", "view", "search", "validate", "submit", "tool")
@@ -183,6 +190,8 @@ class RunAnalysis:
     cost_per_point: float | None = None
     #: The action mix over the episode: one count per class for each tenth of its steps.
     phases: list[dict[str, int]] = field(factory=list)
+    #: Why the run's result.json was not used (one line naming the folder and field), or None.
+    problem: str | None = None
 
     @property
     def flagged(self) -> bool:
@@ -197,7 +206,7 @@ class RunAnalysis:
                 "findings": list(self.findings), "flagged": self.flagged, "score": self.score,
                 "baseline": self.baseline, "cost_usd": self.cost_usd,
                 "improvement_pct": self.improvement_pct, "cost_per_point": self.cost_per_point,
-                "phases": [dict(p) for p in self.phases]}
+                "phases": [dict(p) for p in self.phases], "problem": self.problem}
 
 
 @define
@@ -404,16 +413,26 @@ class FactsCollector:
 
 def analyze_run(run: RunDir, options: AnalysisOptions | None = None,
                 summary: RunSummary | None = None) -> RunAnalysis:
-    """The analysis of one run directory."""
+    """The analysis of one run directory; :class:`~rgym_core.runcheck.BrokenRun`
+    (one line naming the folder, file and field) when its records are malformed."""
+    summary = summary or safe_summary(run)
+    if summary.problem and summary.state != "corrupt":  # the trajectory is broken
+        raise BrokenRun(summary.problem)
     collector = FactsCollector()
-    for record in run.records():
+    for line, record in iter_numbered_records(run.trajectory_path):
+        problem = record_problem(record)
+        if problem:
+            raise BrokenRun(broken_line(run, f"{TRAJECTORY_FILE} line {line}", problem))
         collector.add(record)
     budget: dict[str, Any] = {}
     try:
-        budget = run.config().get("budget") or {}
+        raw = run.config().get("budget")
+        budget = raw if isinstance(raw, dict) else {}
     except RunDirError:
         pass
-    return collector.analysis(summary or summarize(run), budget, options)
+    analysis = collector.analysis(summary, budget, options)
+    analysis.problem = summary.problem
+    return analysis
 
 
 def analyze_facts(steps: list[StepFacts], gradings: list[dict[str, Any]], tools: list[str],
@@ -460,8 +479,10 @@ def analyze_facts(steps: list[StepFacts], gradings: list[dict[str, Any]], tools:
 def _analyze_one(path: Path, *, options: AnalysisOptions) -> RunAnalysis | str:
     try:
         return analyze_run(RunDir(path), options)
-    except RunDirError as exc:
+    except (RunDirError, BrokenRun) as exc:
         return str(exc)
+    except Exception as exc:  # noqa: BLE001 - a case the checks missed: this run only
+        return f"{path}: cannot be analysed: {type(exc).__name__}: {str(exc)[:300]}"
 
 
 def analyze_paths(paths: Iterable[Path | str], options: AnalysisOptions | None = None) -> AnalysisReport:
@@ -511,7 +532,7 @@ def _table(rows: list[list[str]], head: list[str], right: set[int] | None = None
 def render_text(report: AnalysisReport) -> str:
     """The tables ``rgym analyze`` prints."""
     if not report.runs:
-        return "no runs to analyse"
+        return "no runs to analyse" + "".join(f"\n  skipped (broken): {line}" for line in report.skipped)
     out = []
     rows = []
     for g in report.groups:
@@ -546,6 +567,11 @@ def render_text(report: AnalysisReport) -> str:
                 lines.append(f"  {f['severity']:<7} {f['kind']}: {f['message']}")
         out.append("\n".join(lines))
     warned = sum(1 for r in report.runs if r.flagged)
+    broken = [r.problem for r in report.runs if r.problem]
+    if broken:
+        out.append("Runs with a broken result.json (analysed from the trajectory)\n"
+                   + "\n".join(f"  {line}" for line in broken))
     out.append(f"{len(report.runs)} runs, {warned} with warnings"
-               + (f"; {len(report.skipped)} skipped: " + "; ".join(report.skipped) if report.skipped else ""))
+               + (f"; {len(report.skipped)} skipped (broken):\n" + "\n".join(f"  {line}" for line in report.skipped)
+                  if report.skipped else ""))
     return "\n\n".join(out)

@@ -17,6 +17,16 @@ def _fail(message: str) -> None:
     raise SystemExit(EXIT_USAGE)
 
 
+def _warn_broken(problems: list[str], reported: set[str] | None = None) -> None:
+    """One line on standard error per broken run (once each, when ``reported`` is given)."""
+    for line in problems:
+        if reported is not None:
+            if line in reported:
+                continue
+            reported.add(line)
+        click.echo(f"warning: broken run: {line}", err=True)
+
+
 def _paths(paths: tuple[Path, ...]) -> list[Path]:
     out = list(paths) or [Path("runs")]
     for p in out:
@@ -54,14 +64,21 @@ def view(paths: tuple[Path, ...], output: Path | None, serve: bool, port: int, h
     targets = _paths(paths)
     out = output or default_output(targets)
 
+    reported: set[str] = set()
+
     def build() -> tuple[Path, int]:
-        return write_viewer(targets, out, compress=not no_compress, with_steps=not no_steps,
-                            max_output_chars=max_output_chars, live=serve, title=title)
+        problems: list[str] = []
+        done = write_viewer(targets, out, compress=not no_compress, with_steps=not no_steps,
+                            max_output_chars=max_output_chars, live=serve, title=title,
+                            problems=problems)
+        _warn_broken(problems, reported)
+        return done
 
     try:
         if not serve:
             written, count = build()
-            click.echo(f"wrote {written} ({count} run{'s' if count != 1 else ''}, "
+            broken = f", {len(reported)} broken" if reported else ""
+            click.echo(f"wrote {written} ({count} run{'s' if count != 1 else ''}{broken}, "
                        f"{written.stat().st_size / 1e6:.1f} MB)")
             if open_browser:
                 webbrowser.open(written.resolve().as_uri())
@@ -123,6 +140,7 @@ def analyze(paths: tuple[Path, ...], plots_dir: Path | None, no_plots: bool, as_
         folder = plots_dir or (targets[0] if targets[0].is_dir() else targets[0].parent) / "rgym-analysis"
         written = write_plots(report, folder)
     if as_json:
+        _warn_broken([r.problem for r in report.runs if r.problem] + report.skipped)
         data = report.to_dict()
         data["plots"] = [str(p) for p in written]
         click.echo(json.dumps(data, indent=2, default=str))
@@ -154,17 +172,20 @@ def export_inspect(paths: tuple[Path, ...], out_dir: Path | None, as_json: bool)
 
     targets = _paths(paths)
     folder = out_dir or (targets[0] if targets[0].is_dir() else targets[0].parent) / "inspect-logs"
+    broken: list[str] = []
     try:
-        written = export_runs(targets, folder)
+        written = export_runs(targets, folder, broken=broken)
     except RunDirError as exc:
         _fail(str(exc))
+    _warn_broken(broken)
     if as_json:
         click.echo(json.dumps([{"run_dir": str(r), "log": str(p)} for r, p in written], indent=2))
         return
-    if not written:
+    if not written and not broken:
         click.echo(f"no runs under {', '.join(str(t) for t in targets)}: nothing to export")
         return
     for run, log in written:
         click.echo(f"{run} -> {log}")
-    click.echo(f"wrote {len(written)} log{'s' if len(written) != 1 else ''} to {folder}; "
+    left = f" ({len(broken)} broken run{'s' if len(broken) != 1 else ''} left out)" if broken else ""
+    click.echo(f"wrote {len(written)} log{'s' if len(written) != 1 else ''} to {folder}{left}; "
                f"`inspect view --log-dir {folder}` shows them")

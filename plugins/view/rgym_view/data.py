@@ -13,6 +13,12 @@ plus the gradings, the run's events (agent stop, errors), the first prompt the
 model saw (once, not per step), the result and the integrity summary.
 Observations longer than ``max_output_chars`` are cut in the middle with a
 note; the full text stays in ``trajectory.jsonl`` (its line number is kept).
+
+A run whose records are malformed (:mod:`rgym_core.runcheck`) is *broken*: its
+row and its trajectory carry ``problem``, one line naming the run folder, the file
+and the field; its trajectory holds the steps before the bad record, and the
+other runs load as usual.  The model calls shown are the action's ``llm_calls``:
+with ``--agent-isolation process`` the runner's own records of the calls it made.
 """
 
 from __future__ import annotations
@@ -28,8 +34,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rgym_core.records import EpisodeResult
-from rgym_core.rundir import RunDir, RunDirError, iter_numbered_records, iter_run_dirs
-from rgym_core.runs_cli import RunSummary, summarize
+from rgym_core.runcheck import broken_line, record_problem, result_problem
+from rgym_core.rundir import (
+    RESULT_FILE,
+    TRAJECTORY_FILE,
+    RunDir,
+    RunDirError,
+    iter_numbered_records,
+    iter_run_dirs,
+)
+from rgym_core.runs_cli import RunSummary, safe_summary
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -133,13 +147,17 @@ def _first_prompt(step: dict[str, Any]) -> list[dict[str, str]]:
 
 def read_result(run: RunDir) -> tuple[EpisodeResult | None, str | None]:
     """``(result, problem)``: the run's result (``None`` without one) and why it
-    cannot be read, if it cannot."""
+    cannot be read or holds figures no result has (NaN, negative counts), if so."""
     if not run.result_path.is_file():
         return None, None
     try:
-        return run.result(), None
+        result = run.result()
     except RunDirError as exc:
         return None, str(exc)
+    why = result_problem(result)
+    if why:
+        return None, broken_line(run, RESULT_FILE, why)
+    return result, None
 
 
 def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS,
@@ -160,6 +178,10 @@ def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS,
     problem = None
     try:
         for line, record in iter_numbered_records(run.trajectory_path):
+            bad = record_problem(record)
+            if bad is not None:
+                problem = broken_line(run, f"{TRAJECTORY_FILE} line {line}", bad)
+                break
             if facts is not None:
                 facts.add(record)
             kind = record.get("type")
@@ -265,15 +287,24 @@ def _load_one(job: tuple[int, Path], *, base: Path | None, with_steps: bool, max
               encode: Callable[[dict[str, Any]], Any] | None) -> tuple[dict[str, Any], Any]:
     index, path = job
     run = RunDir(path)
-    result = read_result(run)
-    summary = summarize(run, result=result[0])
-    row = summary_row(summary, index, base)
-    if not with_steps:
-        return row, None
-    traj = trajectory(run, max_output_chars=max_output_chars, result=result, summary=summary)
-    found = (traj.get("analysis") or {}).get("findings") or []
-    # the run list shows (and filters on) the failure modes that flag a run
-    row["modes"] = sorted({f["kind"] for f in found if f.get("severity") == "warning"})
+    try:
+        result = read_result(run)
+        summary = safe_summary(run, result=result[0])
+        row = summary_row(summary, index, base)
+        if not with_steps:
+            return row, None
+        traj = trajectory(run, max_output_chars=max_output_chars, result=result, summary=summary)
+        found = (traj.get("analysis") or {}).get("findings") or []
+        # the run list shows (and filters on) the failure modes that flag a run
+        row["modes"] = sorted({f["kind"] for f in found if f.get("severity") == "warning"})
+        row["problem"] = row.get("problem") or traj.get("problem")
+    except Exception as exc:  # noqa: BLE001 - a bug the checks missed: this run only is broken
+        line = f"{path}: cannot be read: {type(exc).__name__}: {str(exc)[:300]}"
+        row = summary_row(RunSummary(path=str(path), state="corrupt", error=line, problem=line), index, base)
+        traj = {"steps": [], "gradings": [], "events": [], "prompt": [], "start": {}, "result": None,
+                "budget": {}, "problem": line, "analysis": None}
+        if not with_steps:
+            return row, None
     return row, encode(traj) if encode is not None else traj
 
 

@@ -15,6 +15,7 @@ import functools
 import gzip
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -31,9 +32,30 @@ def _asset(name: str) -> str:
     return resources.files("rgym_view").joinpath("assets", name).read_text(encoding="utf-8")
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN and infinity replaced by ``None`` (JSON has neither:
+    one of them would stop the browser from reading the whole page)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _dumps(value: Any) -> str:
+    """Compact, strict JSON (non-finite numbers become ``null``)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False)
+    except ValueError:  # a NaN or an infinity somewhere: the slow path, for this value only
+        return json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), default=str,
+                          allow_nan=False)
+
+
 def _script_json(value: Any) -> str:
     """JSON safe inside a ``<script>`` element (no ``</script>``, no ``<!--``)."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = _dumps(value)
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
@@ -41,7 +63,7 @@ def encode_trajectory(trajectory: dict[str, Any], *, compress: bool = True) -> t
     """``(encoding, payload)`` of one trajectory as the page embeds it."""
     if not compress:
         return "json", _script_json(trajectory)
-    raw = json.dumps(trajectory, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
+    raw = _dumps(trajectory).encode("utf-8")
     packed = gzip.compress(raw, compresslevel=3, mtime=0)  # 6 would take twice as long for 1/8 less
     return "gzip-base64", base64.b64encode(packed).decode("ascii")
 
@@ -99,14 +121,17 @@ def fingerprint(paths: Sequence[Path]) -> str:
 def write_viewer(paths: Sequence[Path | str], output: Path | str | None = None, *,
                  compress: bool = True, with_steps: bool = True,
                  max_output_chars: int = view_data.MAX_OUTPUT_CHARS, live: bool = False,
-                 title: str | None = None) -> tuple[Path, int]:
+                 title: str | None = None, problems: list[str] | None = None) -> tuple[Path, int]:
     """Write the viewer of every run under ``paths``; returns ``(file, number of runs)``.
-    The file is replaced atomically."""
+    The file is replaced atomically.  ``problems`` (when given) receives one line per
+    broken run (see :mod:`rgym_view.data`): those runs are in the page, marked."""
     targets = [Path(p) for p in paths]
     out = Path(output) if output is not None else default_output(targets)
     version = fingerprint(targets) if live else ""
     rows, trajectories = view_data.load(targets, with_steps=with_steps, max_output_chars=max_output_chars,
                                         encode=functools.partial(encode_trajectory, compress=compress))
+    if problems is not None:
+        problems.extend(str(row["problem"]) for row in rows if row.get("problem"))
     source = ", ".join(str(p) for p in targets)
     page = build_html(rows, trajectories, source=source, title=title, compress=compress, live=live,
                       version=version)

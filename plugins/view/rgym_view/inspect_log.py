@@ -21,12 +21,20 @@ logs, not to write them.  How rgym's records map:
 * usage: ``model_usage`` per model (tokens and cost), in the sample and the stats.
 * a budget that ran out becomes the sample's ``limit``; an agent or rgym error
   its ``error``.
+
+The model events and usage come from the actions' ``llm_calls`` and the
+result's totals: with ``--agent-isolation process`` those are the runner's own
+records of the calls it made for the scaffold, never the scaffold's claims.  A
+broken run (a malformed field, :mod:`rgym_core.runcheck`) gets no log: it is
+reported, by one line naming its folder, the file and the field, and the other
+runs are exported.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import zipfile
 from collections.abc import Iterable
@@ -34,8 +42,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rgym_core.runcheck import run_problem
 from rgym_core.rundir import RunDir, RunDirError, RunState
 from rgym_view.data import iter_runs
+
+log = logging.getLogger(__name__)
 
 LOG_VERSION = 2
 SCORER = "rgym"
@@ -389,11 +400,23 @@ def log_name(run: RunDir) -> str:
     return f"{stamp}_{task}_{ident.get('run_id') or run.path.name}.eval"
 
 
-def export_runs(paths: Iterable[Path | str], out_dir: Path | str) -> list[tuple[Path, Path]]:
+def export_runs(paths: Iterable[Path | str], out_dir: Path | str, *,
+                broken: list[str] | None = None) -> list[tuple[Path, Path]]:
     """Write one ``.eval`` log per run under ``paths`` into ``out_dir``; returns
-    ``(run dir, log)`` pairs."""
+    ``(run dir, log)`` pairs.  A broken run is left out and its line appended to
+    ``broken`` (logged as a warning when ``broken`` is not given)."""
     out_dir = Path(out_dir)
     written = []
     for run in iter_runs([Path(p) for p in paths]):
-        written.append((run.path, write_log(run, out_dir / log_name(run))))
+        problem = run_problem(run)
+        if problem is None:
+            try:
+                written.append((run.path, write_log(run, out_dir / log_name(run))))
+                continue
+            except Exception as exc:  # noqa: BLE001 - a case the checks missed: this run only
+                problem = f"{run.path}: cannot be exported: {type(exc).__name__}: {str(exc)[:300]}"
+        if broken is not None:
+            broken.append(problem)
+        else:
+            log.warning("rgym: broken run not exported: %s", problem)
     return written

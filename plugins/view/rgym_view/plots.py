@@ -30,12 +30,20 @@ def _save(fig: Any, folder: Path, name: str) -> list[Path]:
     return out
 
 
+def _from_zero(ax: Any, values: list[float]) -> None:
+    """Start the x axis at 0 for non-negative data (matplotlib's autoscale centres
+    all-zero data on 0, running the axis negative); all zeros span 0 to 1."""
+    if values and min(values) >= 0:
+        ax.set_xlim(left=0, right=None if max(values) > 0 else 1)
+
+
 def _stacked(ax: Any, labels: list[str], series: dict[str, list[float]], xlabel: str) -> None:
     left = [0.0] * len(labels)
     for i, (name, values) in enumerate(series.items()):
         ax.barh(labels, values, left=left, color=_COLOURS[i % len(_COLOURS)], label=name)
         left = [a + b for a, b in zip(left, values, strict=True)]
     ax.set_xlabel(xlabel)
+    _from_zero(ax, [v for values in series.values() for v in values] + left)
     ax.invert_yaxis()
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=min(len(series), 7), fontsize=8,
               frameon=False)
@@ -115,6 +123,10 @@ def write_plots(report: AnalysisReport, folder: Path | str) -> list[Path]:
         ax.scatter([r.cost_usd for r in mine], [r.improvement_pct for r in mine], label=solver,
                    color=_COLOURS[i % len(_COLOURS)], alpha=0.8)
     ax.axhline(0, color="#999999", linewidth=0.8, linestyle="--")
+    costs = [r.cost_usd for r in points]
+    _from_zero(ax, costs)
+    if costs and max(costs) > 0:  # room on the right for the costliest point
+        ax.set_xlim(0, max(costs) * 1.05)
     ax.set_xlabel("model cost (USD)")
     ax.set_ylabel("improvement over the baseline (%)")
     ax.set_title("Cost against improvement (one point per run)")

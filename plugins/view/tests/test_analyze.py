@@ -241,3 +241,32 @@ def test_many_runs_are_read_by_worker_processes_with_the_same_answers(
     assert analyze_paths([runs]).to_dict() == serial
     assert data.load([runs]) == (rows, trajectories)
     assert len(rows) == 8 and [r["id"] for r in rows] == list(range(8))
+
+
+def test_plot_axes_never_run_negative_for_non_negative_data(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run costs $0 and no failure mode shows: the cost axis and the count axes
+    start at 0, where matplotlib's autoscale would centre them on 0 (-0.06 to 0.06)."""
+    from rgym_view import plots
+    from rgym_view.analysis import analyze_paths
+
+    runs = tmp_path / "runs"
+    for name, score in (("a", 0.6), ("b", 0.7)):
+        make_run(runs / name, [_bash("python train.py"), {"tool": "submit", "output": "ok"}],
+                 final={"accuracy": score},
+                 gradings=[{"step": 2, "kind": "submit", "scores": {"accuracy": score}}])
+    report = analyze_paths([runs])
+    assert all(r.cost_usd == 0 for r in report.runs)
+    seen: dict[str, list[tuple[float, float]]] = {}
+    real_save = plots._save
+
+    def capture(fig: Any, folder: Path, name: str) -> list[Path]:
+        seen[name] = [ax.get_xlim() for ax in fig.axes if ax.get_visible() and ax.axison]
+        return real_save(fig, folder, name)
+
+    monkeypatch.setattr(plots, "_save", capture)
+    plots.write_plots(report, tmp_path / "plots")
+    assert set(seen) >= {"cost_improvement", "failure_modes", "endings", "action_mix"}
+    for name, limits in seen.items():
+        for low, high in limits:
+            assert low >= 0 and high > low, (name, low, high)

@@ -45,7 +45,9 @@
   function statusBadge(r) {
     var s = r.state !== "complete" ? r.state : r.status || "?";
     var cls = r.state === "running" ? "info" : r.score != null ? "good" : r.infrastructure ? "warn" : "bad";
-    return '<span class="badge ' + cls + '" data-status="' + esc(s) + '">' + esc(s.replace(/_/g, " ")) + "</span>";
+    var badge = '<span class="badge ' + cls + '" data-status="' + esc(s) + '">' + esc(s.replace(/_/g, " ")) + "</span>";
+    if (r.problem) badge += ' <span class="badge bad" data-status="broken" title="' + esc(r.problem) + '">broken</span>';
+    return badge;
   }
   function deltaText(score, base, direction) {
     if (score == null || base == null) return "";

@@ -1,0 +1,1 @@
+"""A scaffold that lies about its model usage (security tests only)."""
