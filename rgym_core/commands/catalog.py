@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +231,28 @@ def limits_lines(limits: dict[str, dict[str, str]], profile: str | None = None) 
     return lines
 
 
+def bubblewrap_facts() -> dict[str, Any]:
+    """Which bwrap the local sandbox and confined grading use here (``path``,
+    ``source``: ``system``/``bundled``/``RGYM_BWRAP``, ``version``) and, when it
+    cannot run, ``problem``."""
+    from rgym_core.isolation import bwrap_info, bwrap_problem
+
+    info = bwrap_info()
+    facts: dict[str, Any] = ({"path": info.path, "source": info.source, "version": info.version}
+                             if info else {"path": None, "source": None, "version": None})
+    facts["problem"] = bwrap_problem()
+    return facts
+
+
+def bubblewrap_line(facts: Mapping[str, Any]) -> str:
+    """One line, e.g. ``bubblewrap: bundled bwrap 0.11.0 (/.../bwrap)``."""
+    if facts["path"] is None:
+        return f"bubblewrap: none ({facts['problem']})"
+    text = (f"bubblewrap: {facts['source']} bwrap {facts['version'] or '(version unknown)'} "
+            f"({facts['path']})")
+    return text + (f"; unusable here: {facts['problem']}" if facts["problem"] else "")
+
+
 @click.command("show")
 @click.argument("task")
 @click.option("--profile", default=None, help="Show the task as this profile configures it.")
@@ -261,6 +283,7 @@ def show_cmd(ctx: click.Context, task: str, profile: str | None, as_json: bool) 
         data["distribution"] = reg.distribution
         data["sandbox_limits"] = limits
         data["sandbox_limits_profile"] = resolved.profile
+        data["bubblewrap"] = bubblewrap_facts()
         click.echo(json.dumps(data, indent=2, default=str))
         return
     from rich.console import Console
@@ -281,6 +304,7 @@ def show_cmd(ctx: click.Context, task: str, profile: str | None, as_json: bool) 
     console.print(f"resources: {_resources_text(spec.resources)}", highlight=False)
     for line in limits_lines(limits, resolved.profile):
         console.print(escape(line), highlight=False, soft_wrap=True)
+    console.print(escape(bubblewrap_line(bubblewrap_facts())), highlight=False, soft_wrap=True)
     if spec.datasets:
         console.print("datasets: " + ", ".join(f"{d.id} -> {d.mount}/" for d in spec.datasets),
                       highlight=False)

@@ -3,6 +3,8 @@
 * :mod:`~rgym_core.isolation.bubblewrap`: find ``bwrap`` and build its command
   lines (:class:`BwrapCommand`): own mount, pid, network, IPC and UTS namespaces,
   only chosen host folders visible.
+* :mod:`~rgym_core.isolation.seccomp`: the filter that refuses new user
+  namespaces inside sandboxes, through bwrap or an exec wrapper.
 * :mod:`~rgym_core.isolation.users`: a machine-wide pool of unprivileged uids
   (:func:`lease`), one per confined episode or worker.
 * :mod:`~rgym_core.isolation.limits`: rlimits (:class:`Limits`) for processes,
@@ -14,7 +16,10 @@ build on these.
 
 from rgym_core.isolation.bubblewrap import (
     BwrapCommand,
+    BwrapInfo,
     PreparedCommand,
+    bundled_bwrap,
+    bwrap_info,
     bwrap_problem,
     drop_privileges_argv,
     find_bwrap,
@@ -23,6 +28,6 @@ from rgym_core.isolation.bubblewrap import (
 from rgym_core.isolation.limits import Limits
 from rgym_core.isolation.users import PoolExhausted, UidLease, lease, pool_from_env
 
-__all__ = ["BwrapCommand", "Limits", "PoolExhausted", "PreparedCommand", "UidLease",
-           "bwrap_problem", "drop_privileges_argv", "find_bwrap", "interpreter_paths", "lease",
-           "pool_from_env"]
+__all__ = ["BwrapCommand", "BwrapInfo", "Limits", "PoolExhausted", "PreparedCommand", "UidLease",
+           "bundled_bwrap", "bwrap_info", "bwrap_problem", "drop_privileges_argv", "find_bwrap",
+           "interpreter_paths", "lease", "pool_from_env"]

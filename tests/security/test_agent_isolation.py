@@ -6,7 +6,8 @@
 on the running one.  Run in-process (the default, for one's own trusted agent) it
 reads the demo's hidden answers and the grader's files, patches ``Grader.grade``
 (r2 42.0), reads the API key, sees the runner, writes into the run directory and
-reaches the network.  With ``--agent-isolation process`` the same package finds
+reaches the network, and makes a user namespace of its own (``unshare -Ur``).  With
+``--agent-isolation process`` the same package finds
 nothing, its patch changes nothing and its score is the honest one -- as root
 (a leased uid under bubblewrap) and as a normal user.  Broken scaffolds (crash,
 exit, hang, garbage, a flood, invalid actions, budget lies, forbidden model
@@ -203,6 +204,7 @@ def test_in_process_the_scaffold_is_trusted_code_and_forges_its_score(evil_env: 
                    for f in found["installed_grader_files"]["ok"])
         assert found["api_key"] == KEY
         assert found["network"] == {"ok": "connected"}
+        assert found["user_namespace"] == {"ok": "0"}  # unshare -Ur: uid 0 in a namespace of its own
         assert "ok" in found["run_dir"]
         assert token_processes(token), "the detached process should still run (nothing contains it)"
     finally:
@@ -222,6 +224,7 @@ def assert_contained(result: dict[str, Any], records: list[dict[str, Any]], toke
     assert "error" in found["runner_environ"]
     assert "error" in found["run_dir"] and "error" in found["workspace"]
     assert "error" in found["network"]
+    assert "Operation not permitted" in found["user_namespace"]["error"]  # seccomp: no userns
     assert found["uid"] != 0
     run_dir = Path(result["run_dir"])
     assert not (run_dir.parent / "evil-was-here.txt").exists()
@@ -234,7 +237,9 @@ def assert_contained(result: dict[str, Any], records: list[dict[str, Any]], toke
 
 
 def test_with_agent_isolation_process_the_same_scaffold_finds_nothing(evil_env: ChildEnv, tmp_path: Path,
-                                                                      listener: str) -> None:
+                                                                      listener: str, bwrap: str) -> None:
+    """Needs bubblewrap (bundled with rgym-core): without it, a root run falls back to a
+    pooled uid that can read installed packs' files (the warning says so)."""
     token = uuid.uuid4().hex
     try:
         result, records = evil_run(evil_env, tmp_path / "runs", "--agent-isolation", "process",
@@ -248,7 +253,9 @@ def test_with_agent_isolation_process_the_same_scaffold_finds_nothing(evil_env: 
 
 @pytest.mark.skipif(not ROOT, reason="switching to a normal user needs root; as a normal user the "
                                      "test above already runs unprivileged")
-def test_as_a_normal_user_the_scaffold_is_contained_too(evil_env: ChildEnv, listener: str) -> None:
+def test_as_a_normal_user_the_scaffold_is_contained_too(evil_env: ChildEnv, listener: str,
+                                                        bwrap: str) -> None:
+    """A normal user's process mode needs bubblewrap (without it rgym refuses)."""
     token = uuid.uuid4().hex
     home = Path(tempfile.mkdtemp(prefix="rgym-evil-user-"))
     os.chown(home, NORMAL_USER_UID, NORMAL_USER_UID)

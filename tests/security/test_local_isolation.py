@@ -4,7 +4,10 @@ concurrent episode, or exhausts the host's processes.
 
 Hidden-data reads are blocked by bubblewrap (only the workspace, the datasets, the
 interpreter and a few ``/etc`` files are visible); everything else holds in every
-mode where the agent has its own uid (bubblewrap, or a pooled uid as root).
+mode where the agent has its own uid (bubblewrap, or a pooled uid as root).  Under
+bubblewrap an agent cannot make a user namespace of its own (``unshare -Ur``: uid 0
+with every capability there), neither in the shell, nor in one-shot commands, nor
+in the code a confined grader runs.
 ``test_local_normal_user.py`` reruns these tests as a normal user.
 """
 
@@ -21,16 +24,15 @@ from pathlib import Path
 
 import pytest
 
-from rgym_core.isolation import bwrap_problem
 from rgym_core.sandbox import SandboxConfig, WorkspaceLayout
 from rgym_core.sandboxes.local import MODE_NONE, LocalSandbox
 from rgym_core.specs import Resources
 
 ROOT = os.geteuid() == 0
-BWRAP = bwrap_problem() is None
-MODES = (["bubblewrap"] if BWRAP else []) + ["plain"]
+MODES = ["bubblewrap", "plain"]
 REPO = Path(__file__).resolve().parents[2]
-needs_bwrap = pytest.mark.skipif(not BWRAP, reason=f"bubblewrap unusable here: {bwrap_problem()}")
+#: bubblewrap probed when the test runs (tests/conftest.py ``bwrap``): a failure in CI.
+needs_bwrap = pytest.mark.usefixtures("bwrap")
 
 Factory = Callable[..., LocalSandbox]
 
@@ -38,6 +40,8 @@ Factory = Callable[..., LocalSandbox]
 @pytest.fixture(params=MODES)
 def make_box(request: pytest.FixtureRequest) -> Iterator[Factory]:
     made: list[LocalSandbox] = []
+    if request.param == "bubblewrap":
+        request.getfixturevalue("bwrap")
 
     def make(run_id: str = "attack/isolation", **config: object) -> LocalSandbox:
         box = LocalSandbox(SandboxConfig(run_id=run_id, options={  # type: ignore[arg-type]
@@ -57,7 +61,7 @@ def make_box(request: pytest.FixtureRequest) -> Iterator[Factory]:
 
 
 @pytest.fixture
-def make_bwrap_box() -> Iterator[Factory]:
+def make_bwrap_box(bwrap: str) -> Iterator[Factory]:
     made: list[LocalSandbox] = []
 
     def make(**config: object) -> LocalSandbox:
@@ -209,6 +213,98 @@ def test_no_network_unless_allowed(make_bwrap_box) -> None:
     assert len([ln for ln in open_box.run("cat /proc/net/dev").output.splitlines()
                 if ":" in ln]) == len([ln for ln in Path("/proc/net/dev").read_text().splitlines()
                                        if ":" in ln])
+
+
+# -- nested user namespaces --------------------------------------------------------------
+
+#: Ways into a new user namespace, each printing ``MADE`` when it got one.
+USERNS_ATTACKS = {
+    "unshare -Ur": "unshare -Ur sh -c 'echo MADE uid=$(id -u)'",
+    "unshare -U": "unshare -U sh -c 'echo MADE'",
+    "python unshare": ("{python} -c 'import ctypes, os\n"
+                       "libc = ctypes.CDLL(None, use_errno=True)\n"
+                       "call = getattr(os, \"unshare\", None)\n"
+                       "ok = (call(os.CLONE_NEWUSER) or True) if call else libc.unshare(0x10000000) == 0\n"
+                       "print(\"MADE\" if ok else os.strerror(ctypes.get_errno()))\n"
+                       "raise SystemExit(0 if ok else 1)'"),
+}
+
+
+def _userns_attack(name: str) -> str:
+    return USERNS_ATTACKS[name].format(python=os.path.realpath(sys.executable))
+
+
+@needs_bwrap
+@pytest.mark.parametrize("attack", sorted(USERNS_ATTACKS))
+def test_no_user_namespace_from_the_shell_or_a_one_shot_command(make_bwrap_box,
+                                                                 attack: str) -> None:
+    """Inside a user namespace of its own the agent is uid 0 with every capability
+    there (kernel code behind namespaced capabilities opens up): refused with EPERM
+    in the persistent shell, in one-shot commands and in their children."""
+    box = make_bwrap_box()
+    command = _userns_attack(attack)
+    shell = box.run(command)
+    assert "MADE" not in shell.output and shell.exit_code != 0, shell.output
+    assert "Operation not permitted" in shell.output, shell.output
+    once = box.exec(["bash", "-c", command])
+    assert "MADE" not in once.output and once.exit_code != 0, once.output
+    # The same shell still forks, starts threads and runs programs (clone3 falls back).
+    works = box.run(f"{os.path.realpath(sys.executable)} -c 'import subprocess, threading; "
+                    "t = threading.Thread(target=print, args=(1,)); t.start(); t.join(); "
+                    "print(subprocess.run([\"true\"]).returncode)'; echo done")
+    assert works.output.split() == ["1", "0", "done"], works.output
+
+
+USERNS_WORKER = """
+import ctypes, os, subprocess, sys
+def f():
+    made = 0
+    made += subprocess.run(["unshare", "-Ur", "true"]).returncode == 0
+    made += subprocess.run(["unshare", "-U", "true"]).returncode == 0
+    probe = ("import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+             "raise SystemExit(0 if libc.unshare(0x10000000) == 0 else 1)")
+    made += subprocess.run([sys.executable, "-c", probe]).returncode == 0
+    return made
+"""
+
+USERNS_GRADER = """
+from rgym_grader_kit import FunctionWorker, Limits, WorkerError, write_error, write_scores
+try:
+    with FunctionWorker("mod", import_timeout_s=30, calls_timeout_s=30,
+                        limits=Limits(wall_s=60, memory_mb=500, pids=32)) as worker:
+        value = worker.call("f")
+except WorkerError as exc:
+    write_error(str(exc))
+else:
+    write_scores({"made": float(value)})
+"""
+
+
+def test_no_user_namespace_for_code_the_grader_runs(bwrap: str, tmp_path: Path) -> None:
+    """The submission's code that a grader runs in a confined worker tries the same
+    three ways: none gets a user namespace (score ``made`` counts those that did)."""
+    from rgym_core import load_task
+    from rgym_core.grader_confinement import host_confinement
+    from rgym_core.grading import Grader
+
+    assert "bubblewrap" in host_confinement().mode
+    folder = tmp_path / "task"
+    (folder / "grader").mkdir(parents=True)
+    (folder / "starter").mkdir()
+    (folder / "task.yaml").write_text(
+        "id: attack/userns\ndescription: a grader whose worker tries to unshare\n"
+        "metrics: [{name: made}]\n"
+        "grader: {timeout_s: 120, submission: [\"*\"], location: sandbox}\n")
+    (folder / "grader" / "evaluate.py").write_text(USERNS_GRADER)
+    (folder / "starter" / "mod.py").write_text(USERNS_WORKER)
+    task = load_task(folder)
+    box = LocalSandbox(SandboxConfig(run_id="attack/userns-grader"))
+    box.start(WorkspaceLayout(starter=task.path(task.starter_files)))
+    try:
+        record = Grader(task, box, {}, tmp_path / "run").grade("validate", 1)
+    finally:
+        box.cleanup()
+    assert record.scores == {"made": 0.0}, record
 
 
 # -- across episodes --------------------------------------------------------------------

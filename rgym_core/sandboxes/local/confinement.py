@@ -9,8 +9,10 @@ Three modes, chosen at start (``Confinement.mode``):
     (``/workspace``), the datasets read-only, the interpreter's files and a few
     ``/etc`` entries, and private ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (size
     capped).  Every agent process (the shell, one-shot commands, file copies)
-    joins the keeper's namespaces with ``nsenter``; killing the keeper ends the
-    namespace and every process in it.  As root, agent processes run as a uid
+    joins the keeper's namespaces with ``nsenter``, then runs under the seccomp
+    filter that refuses new user namespaces
+    (:func:`rgym_core.isolation.seccomp.exec_wrapper_argv`); killing the keeper
+    ends the namespace and every process in it.  As root, agent processes run as a uid
     leased from the machine-wide pool; as a normal user, as that user inside a
     user namespace.
 ``uid`` (root without bubblewrap)
@@ -50,6 +52,7 @@ from rgym_core.isolation import (
     lease,
 )
 from rgym_core.isolation.bubblewrap import drop_privileges_argv
+from rgym_core.isolation.seccomp import exec_wrapper_argv
 from rgym_core.isolation.users import kill_uid_processes, uid_processes
 from rgym_core.sandbox import SandboxConfig, SandboxError
 from rgym_core.sandboxes.local import procs
@@ -437,11 +440,16 @@ class Confinement:
                 enter += ["-S", str(self.uid), "-G", str(self.gid), "--"]
             else:
                 # Joining its own user namespace gives nsenter every capability there
-                # until it execs: let env, a fixed program, be that exec, so the command
-                # (the shell: made non-dumpable by its unreadable file) starts without any.
-                enter += ["-U", "--preserve-credentials", "--", shutil.which("env") or "env",
-                          "--"]
-            return [*limits, setpriv, "--no-new-privs", "--", *enter, *inner]
+                # until it execs: let a fixed program be that exec (the seccomp wrapper,
+                # else env), so the command (the shell: made non-dumpable by its
+                # unreadable file) starts without any.
+                enter += ["-U", "--preserve-credentials", "--"]
+            # nsenter's children do not descend from bwrap (whose --seccomp covers the
+            # keeper only): the wrapper puts them under the same filter, inside.
+            wrapper = exec_wrapper_argv()
+            if wrapper is None:
+                wrapper = [] if self.root_user else [shutil.which("env") or "env", "--"]
+            return [*limits, setpriv, "--no-new-privs", "--", *enter, *wrapper, *inner]
         if self.mode == MODE_UID:
             return [*limits, *drop_privileges_argv(self.uid, self.gid), *inner]
         return [*limits, *inner]

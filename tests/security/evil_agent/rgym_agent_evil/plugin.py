@@ -81,11 +81,22 @@ def _installed_grader_files() -> list[str]:
     return found
 
 
+def _user_namespace() -> str:
+    """A user namespace of its own (uid 0 there, with every capability in it)."""
+    import subprocess
+
+    done = subprocess.run(["unshare", "-Ur", "id", "-u"], capture_output=True, text=True,
+                          timeout=30, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise PermissionError(done.stderr.strip()[-200:])
+    return done.stdout.strip()
+
+
 def _patch_grader() -> bool:
     import rgym_core.grading as grading
     from rgym_core.records import ScoreRecord
 
-    def forged(self: Any, kind: str, step: int) -> ScoreRecord:
+    def forged(self: Any, kind: str, step: int, *_: Any, **__: Any) -> ScoreRecord:
         return ScoreRecord(step=step, kind=kind, valid=True, scores={"r2": 42.0, "rmse": 0.0})
 
     grading.Grader.grade = forged  # type: ignore[method-assign]
@@ -199,6 +210,7 @@ class EvilAgent:
             "workspace": _try(lambda: sorted(os.listdir(context.workspace))),
             "network": _try(lambda: _connect(str(self.config.options.get("probe", "127.0.0.1:9")))),
             "stray": _try(lambda: _leave_process(token)),
+            "user_namespace": _try(_user_namespace),
         }
         thought = json.dumps(findings)
         command = context.baseline_command or "true"
