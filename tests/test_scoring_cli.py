@@ -181,3 +181,59 @@ def test_tables_fit_an_80_column_terminal(demo_runs):
         assert any(cell in line for line in lines), cell
     assert lines[-1] == ("note: agent 'baseline' shown as 'baseline-agent' "
                          "('baseline' = task's baseline)")
+
+
+def test_solvers_with_identical_scores_share_a_rank_in_every_printed_table(tmp_path):
+    long = tmp_path / "scores.csv"
+    long.write_text("solver,task,run,metric,value\n"
+                    "baseline,t1,0,acc,0.5\nbaseline,t2,0,acc,0.5\n"
+                    "twin-a,t1,0,acc,0.9\ntwin-b,t1,0,acc,0.9\nthird,t1,0,acc,0.7\n"
+                    "twin-a,t2,0,acc,0.8\ntwin-b,t2,0,acc,0.8\nthird,t2,0,acc,0.6\n")
+    proc = rgym_score("--input", str(long), "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    ranks: dict[tuple[str, str, str], str] = {}
+    for row in csv.DictReader(io.StringIO(proc.stdout)):
+        if row["table"].startswith("rank_"):
+            ranks[(row["table"], row["field"], row["solver"])] = row["value"]
+    for table in ("rank_best", "rank_last"):
+        for kind in ("mean_rank", "borda", "aup"):
+            got = {s: ranks[(table, kind, s)] for s in ("twin-a", "twin-b", "third", "baseline")}
+            assert got == {"twin-a": "1", "twin-b": "1", "third": "3", "baseline": "4"}, (table, kind)
+    text = rgym_score("--input", str(long)).stdout
+    rankings = text.split("Rankings over tasks", 1)[1].split("ResearchGym", 1)[0]
+    rows = {line.split()[0]: line.split()[1:] for line in rankings.splitlines()
+            if line.strip() and line.split()[0] in ("twin-a", "twin-b", "third")}
+    assert rows == {"twin-a": ["1"] * 4, "twin-b": ["1"] * 4, "third": ["3"] * 4}
+    aup = text.split("AUP (maximum", 1)[1].split("Rankings", 1)[0]
+    firsts = {line.split()[0]: line.split()[1] for line in aup.splitlines()
+              if line.strip() and line.split()[0] in ("twin-a", "twin-b", "third")}
+    assert firsts == {"twin-a": "1", "twin-b": "1", "third": "3"}  # the AUP table's rank column
+
+
+def test_long_input_baseline_tolerance_column_decides_what_improves(tmp_path):
+    long = tmp_path / "scores.csv"
+    long.write_text("solver,task,run,metric,value,tolerance\n"
+                    "baseline,fmnist,0,accuracy,0.7756,0.001\n"
+                    "baseline-agent,fmnist,0,accuracy,0.7757,\n"
+                    "baseline-agent,fmnist,1,accuracy,0.7770,\n"
+                    "baseline,blotto,0,Score,-0.24851,\n"
+                    "baseline-agent,blotto,0,Score,-0.24850,\n")
+    proc = rgym_score("--input", str(long), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    tolerance = {t["task"]: t["baseline_tolerance"] for t in data["tasks"]}
+    assert tolerance == {"fmnist": 0.001, "blotto": 5e-6}  # stated; else the last digit's rounding
+    improved = {r["task"]: r["improved_runs"] for r in data["rates"]}
+    assert improved == {"fmnist": 1, "blotto": 1}  # -0.24850 is past -0.24851 by 1e-5 > 5e-6
+    bad = tmp_path / "bad.csv"
+    bad.write_text("solver,task,run,metric,value,tolerance\na,t,0,acc,0.5,0.1\n")
+    proc = rgym_score("--input", str(bad))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (f"error: {bad}: row 2: column 'tolerance': only the baseline's "
+                                   "rows ('baseline') carry a tolerance; leave it empty on other rows")
+
+
+def test_help_states_the_improvement_and_tie_rules():
+    text = " ".join(rgym_score("--help").stdout.split())
+    assert "beats the baseline by more than the baseline's measured noise" in text
+    assert "share a rank, and the next rank is skipped (1, 1, 3)" in text

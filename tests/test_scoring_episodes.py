@@ -103,3 +103,29 @@ def test_primary_subtask_decides_the_normalised_score():
     assert r.normalized_at_k == 0.5
     rates = all_rates([Episode("b", "t", "0"), Episode("a", "t", "0")], {"t": info})
     assert [x.solver for x in rates] == ["a", "b"]
+
+
+# ----------------------------------------------------------------------------- noise
+
+
+def test_a_rerun_of_the_baseline_within_its_tolerance_is_not_improved():
+    # Fashion-MNIST's baseline re-run: 0.7757 against 0.7756 is one test image, inside a
+    # tolerance of 0.001; only a run past the tolerance improves on the baseline
+    info = TaskInfo("fmnist", "accuracy", "maximize", baseline=0.7756, baseline_tolerance=0.001)
+    eps = [Episode("b", "fmnist", "0", [0.7757]), Episode("b", "fmnist", "1", [0.7745]),
+           Episode("b", "fmnist", "2", [0.7770]), Episode("b", "fmnist", "3", [])]
+    r = task_rates("b", info, eps)
+    assert (r.improved_runs, r.improvement_rate) == (1, 0.25)
+
+
+def test_a_minimised_metric_must_beat_the_baseline_by_more_than_its_tolerance():
+    info = TaskInfo("sat", "Time", "minimize", baseline=10.0, baseline_tolerance=0.5)
+    eps = [Episode("a", "sat", "0", [9.6]), Episode("a", "sat", "1", [9.4]),
+           Episode("a", "sat", "2", [10.4])]
+    assert task_rates("a", info, eps).improved_runs == 1  # only 9.4 is past 10 - 0.5
+
+
+def test_without_a_tolerance_any_strictly_better_score_improves():
+    info = TaskInfo("t", "acc", "maximize", baseline=0.5)
+    eps = [Episode("a", "t", "0", [0.5]), Episode("a", "t", "1", [0.5000001])]
+    assert task_rates("a", info, eps).improved_runs == 1

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from rgym_core.scoring.profiles import (
     area_under_profiles,
+    competition_ranks,
     compute_profiles,
     grid_end,
     performance_ratios,
@@ -275,3 +276,46 @@ def test_reproduces_mlgym_published_aup(variant):
         model = row["Model"]
         assert abs(res.best.aup[model] - float(row["Best AUP"])) <= 0.002, model
         assert abs(res.last.aup[model] - float(row["Last AUP"])) <= 0.002, model
+
+
+# ----------------------------------------------------------------------------- ties and coverage
+
+
+def test_equal_scores_share_rank_one_competition_style():
+    table = {"t1": {"a": 0.9, "b": 0.9, "c": 0.5}, "t2": {"a": 0.7, "b": 0.7, "c": 0.6}}
+    res = compute_profiles(table, table, {})
+    for label in ("best", "last"):
+        for kind in ("mean_rank", "borda", "aup"):
+            assert res.positions[label][kind] == {"a": 1, "b": 1, "c": 3}, (label, kind)
+
+
+def test_competition_ranks_share_and_skip():
+    assert competition_ranks({"a": 2.0, "b": 1.0, "c": 1.0, "d": 0.5}, higher_is_better=True) == \
+        {"a": 1, "b": 2, "c": 2, "d": 4}
+    assert competition_ranks({"a": 2.0, "b": 1.0, "c": 1.0}, higher_is_better=False) == \
+        {"b": 1, "c": 1, "a": 3}
+
+
+def _mlgym_aup_of_an_infeasible_solver(worst_ratio: float, end: float) -> float:
+    """MLGym's compute_aup, written out: a left Riemann sum of the step function that is
+    1 from log10(1.05 * worst_ratio) on, over numpy.linspace(0, T, 500), rounded to 3."""
+    tau = np.linspace(0, end, 500)
+    rho = [1.0 if math.log10(1.05 * worst_ratio) <= x else 0.0 for x in tau]
+    total = 0.0
+    for i in range(len(tau) - 1):
+        total += (tau[i + 1] - tau[i]) * rho[i]
+    return round(total, 3)
+
+
+def test_a_solver_covering_0_of_1_tasks_gets_mlgyms_aup_for_an_infeasible_solver():
+    # only the baseline is feasible: worst ratio 1, tau_max ceil(1.05) = 2, T = 0.4; the
+    # solver without a score is infeasible (ratio 1.05) and so still "solves" the task
+    # from log10(1.05) = 0.021 on, as in MLGym
+    table = {"t": {"baseline": 0.5, "a": None}}
+    res = compute_profiles(table, table, {}, solvers=["a"])
+    expected = _mlgym_aup_of_an_infeasible_solver(1.0, 0.4)
+    assert res.end == 0.4
+    assert res.best.aup["a"] == res.last.aup["a"] == expected == 0.378
+    assert res.best.aup["baseline"] == 0.4
+    # the AUP of a solver with no valid score anywhere, which the report quotes
+    assert res.best.floor == res.last.floor == expected

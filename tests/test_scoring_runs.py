@@ -22,13 +22,13 @@ def rgym_score(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def add_run(runs: Path, task: str, agent: str, seed: int, values: list[float | None],
-            status: ExitStatus = ExitStatus.SUBMITTED) -> Path:
+            status: ExitStatus = ExitStatus.SUBMITTED, baseline: float = 0.5) -> Path:
     scores = [ScoreRecord(step=i, kind="submit" if i == len(values) - 1 else "validate",
                           valid=v is not None, scores={} if v is None else {"acc": v})
               for i, v in enumerate(values)]
     result = EpisodeResult(run_id=f"{agent}{seed}{task[-1]}", task_id=task, agent=f"x/{agent}",
                            status=status, seed=seed, scores=scores, primary_metric="acc",
-                           baseline_scores={"acc": 0.5}, reference_scores={"acc": 1.0})
+                           baseline_scores={"acc": baseline}, reference_scores={"acc": 1.0})
     run = create_run_dir(runs / task.replace("/", "__") / agent / f"run-{seed}")
     write_result(run.path, result)
     return run.path
@@ -76,8 +76,8 @@ def test_partial_coverage_is_shown_and_absent_solvers_get_no_rows(tmp_path):
     add_run(tmp_path, "p/t1", "half", 0, [0.9])
     proc = rgym_score(str(tmp_path), "--format", "json")
     assert proc.returncode == 0, proc.stderr
-    assert ("warning: solver 'half' has scored runs on 1 of 2 tasks: its AUP counts each "
-            "missing task as a failure") in proc.stderr
+    assert ("warning: solver 'half' has a valid score on 1 of 2 tasks: as in MLGym, its AUP "
+            "counts each other task as infeasible") in proc.stderr
     aup = {r["solver"]: r for r in json.loads(proc.stdout)["aup"]}
     assert (aup["half"]["tasks_covered"], aup["half"]["tasks_total"], aup["half"]["partial"]) == \
         (1, 2, True)
@@ -88,7 +88,7 @@ def test_partial_coverage_is_shown_and_absent_solvers_get_no_rows(tmp_path):
     aup_rows = table.split("AUP (maximum", 1)[1].split("Rankings", 1)[0]
     half = next(line for line in aup_rows.splitlines() if line.strip().startswith("half"))
     assert half.rstrip().endswith("1/2") and " !" in half
-    assert "missing tasks count as failures" in " ".join(aup_rows.split())
+    assert "each other task counts as infeasible (as in MLGym)" in " ".join(aup_rows.split())
 
 
 def test_runs_without_a_result_are_listed_by_name(tmp_path):
@@ -133,3 +133,45 @@ def test_runs_graded_without_confinement_are_flagged(tmp_path):
     assert report.warnings == ["1 run(s) were graded without confining the agent's code (this "
                                "machine lacked bubblewrap or a separate user): their scores are "
                                "only as trustworthy as that code"]
+
+
+def _with_spec(run: Path, baseline: dict) -> None:
+    """Give a run the config.json `rgym run` writes, with the task's (profile's) baseline."""
+    write_config(run, {"run_id": run.name, "task": {"id": "p/t1", "baseline": baseline}})
+
+
+def test_improvement_needs_more_than_the_tolerance_the_task_spec_records(tmp_path):
+    # a re-run of the baseline (0.7757 against 0.7756: one image) is noise, not improvement
+    for seed, value in enumerate([0.7757, 0.7745, 0.7770]):
+        run = add_run(tmp_path, "p/t1", "baseline-agent", seed, [value], baseline=0.7756)
+        _with_spec(run, {"scores": {"acc": 0.7756}, "tolerance": 0.05,
+                         "tolerances": {"acc": 0.001}})
+    report = score_runs([tmp_path])
+    assert report.tasks["p/t1"].baseline_tolerance == 0.001  # tolerances[metric] beats tolerance
+    (rates,) = report.rates
+    assert (rates.improved_runs, rates.runs) == (1, 3)  # only 0.7770 is past 0.7756 + 0.001
+    (overall,) = report.solver_rates
+    assert overall.improvement_rate == 1 / 3
+
+
+def test_a_spec_without_a_tolerance_allows_the_rounding_of_its_last_digit(tmp_path):
+    run = add_run(tmp_path, "p/t1", "a", 0, [0.52])
+    _with_spec(run, {"scores": {"acc": 0.5}})
+    assert score_runs([tmp_path]).tasks["p/t1"].baseline_tolerance == 0.05  # half of 0.1
+    # a result without config.json (copied on its own) gets the same default
+    other = tmp_path / "other"
+    add_run(other, "p/t1", "a", 0, [0.52])
+    assert score_runs([other]).tasks["p/t1"].baseline_tolerance == 0.05
+
+
+def test_a_solver_without_a_valid_score_gets_mlgyms_aup_and_the_report_says_why(tmp_path):
+    add_run(tmp_path, "p/t1", "a", 0, [None])  # ran, never produced a valid score
+    proc = rgym_score(str(tmp_path), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    aup = {r["solver"]: r for r in json.loads(proc.stdout)["aup"]}
+    assert (aup["a"]["best_aup"], aup["a"]["tasks_covered"], aup["a"]["tasks_total"]) == (0.378, 0, 1)
+    assert aup["baseline"]["best_aup"] == 0.4
+    assert ("warning: solver 'a' has a valid score on 0 of 1 tasks: as in MLGym, its AUP counts "
+            "each other task as infeasible (ratio 1.05 x the task's worst feasible ratio), which "
+            "still earns area: a solver with no valid score anywhere gets 0.378 best / 0.378 last "
+            "of T = 0.4") in proc.stderr

@@ -54,7 +54,7 @@ class ScoreReport:
     pending: list[PendingRun] = field(factory=list)
     #: What was skipped, each naming its file.
     warnings: list[str] = field(factory=list)
-    #: Per solver: (tasks with a scored run, tasks in the report).
+    #: Per solver: (tasks with a valid score, tasks in the report).
     coverage: dict[str, tuple[int, int]] = field(factory=dict)
     #: Whether infrastructure failures were scored (``include_infra``).
     include_infra: bool = False
@@ -64,8 +64,10 @@ class ScoreReport:
     exclude_flagged: bool = False
 
     def partial_solvers(self) -> list[str]:
-        """Solvers (not the baseline) without a scored run on some task: their AUP
-        counts each missing task as a failure."""
+        """Solvers (not the baseline) without a valid score on some task: as in
+        MLGym, their AUP counts each such task as infeasible (ratio 1.05 times the
+        task's worst feasible ratio), which still earns area (see
+        :attr:`~rgym_core.scoring.profiles.ProfileSet.floor`)."""
         return sorted(s for s, (have, total) in self.coverage.items()
                       if have < total and s != self.baseline)
 
@@ -96,6 +98,8 @@ class ScoreReport:
             "summaries": [attrs.asdict(s) for s in self.summaries],
             "aup": aup,
             "rankings": p.rankings,
+            "rank_positions": p.positions,
+            "aup_floor": {"best": p.best.floor, "last": p.last.floor},
             "profile": {"T": p.end, "tau": p.tau, "best": profile_set(p.best),
                         "last": profile_set(p.last)},
             "rates": [attrs.asdict(r) for r in self.rates],
@@ -131,11 +135,10 @@ def score_data(data: ScoreData, *, baseline: str = BASELINE, epsilon: float = EP
     profiles = compute_profiles(best, last, directions, solvers=solvers, baseline=baseline,
                                 epsilon=epsilon)
     covered: dict[str, set[str]] = {s: set() for s in profiles.solvers}
-    for ep in scored:
-        covered.setdefault(ep.solver, set()).add(ep.task)
-    for t, row in best.items():
-        if row.get(baseline) is not None:
-            covered.setdefault(baseline, set()).add(t)
+    for t, row in best.items():  # a valid score (a failed run is infeasible, as a missing one)
+        for solver, value in row.items():
+            if value is not None:
+                covered.setdefault(solver, set()).add(t)
     total = len(profiles.tasks)
     rates = all_rates(scored, tasks)
     coverage = {s: (len(covered.get(s, set()) & set(profiles.tasks)), total)
@@ -149,8 +152,11 @@ def score_data(data: ScoreData, *, baseline: str = BASELINE, epsilon: float = EP
                          flagged=list(data.flagged), exclude_flagged=data.exclude_flagged)
     for solver in report.partial_solvers():
         have, total = coverage[solver]
-        report.warnings.append(f"solver {solver!r} has scored runs on {have} of {total} tasks: its "
-                               "AUP counts each missing task as a failure")
+        report.warnings.append(
+            f"solver {solver!r} has a valid score on {have} of {total} tasks: as in MLGym, its AUP "
+            "counts each other task as infeasible (ratio 1.05 x the task's worst feasible ratio), "
+            "which still earns area: a solver with no valid score anywhere gets "
+            f"{profiles.best.floor:.3f} best / {profiles.last.floor:.3f} last of T = {profiles.end:g}")
     return report
 
 

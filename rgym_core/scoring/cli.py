@@ -20,7 +20,8 @@ EXIT_USAGE = 2
 @click.argument("run_dirs", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--input", "long_input", type=click.Path(path_type=Path),
               help="A long-format CSV or JSON Lines file: solver,task,run,metric,value"
-                   "[,direction,subtask,primary].")
+                   "[,direction,subtask,primary,tolerance] (tolerance: on the baseline's rows, "
+                   "its noise).")
 @click.option("--best-table", type=click.Path(path_type=Path),
               help="MLGym's best-attempt table (Task,<solver>,...); needs --last-table.")
 @click.option("--last-table", type=click.Path(path_type=Path),
@@ -67,6 +68,21 @@ def score(run_dirs: tuple[Path, ...], long_input: Path | None, best_table: Path 
 
     Runs the integrity monitor (rgym-integrity) flagged are listed under "Flagged
     runs" with the kinds of their findings; --exclude-flagged leaves them out.
+
+    Improved: a run counts as improving on the baseline (ResearchGym's improvement
+    rate) only when its last submission beats the baseline by more than the
+    baseline's measured noise: the task spec's baseline tolerances (or tolerance),
+    as each run's config.json records it, else half a unit in the last digit of
+    the baseline score; in --input, the baseline rows' tolerance column.  A re-run
+    of the baseline is therefore not an improvement.
+
+    Ties: solvers whose ranked value is identical (exactly equal mean rank, Borda
+    total, or AUP to 3 decimals) share a rank, and the next rank is skipped (1, 1,
+    3), in every table.
+
+    Coverage: as in MLGym, a solver without a valid score on a task (no run, or
+    only failed runs) is infeasible there, which still earns AUP; a warning gives
+    the AUP of a solver with no valid score at all.
     """
     from rgym_core.scoring import api, report
 

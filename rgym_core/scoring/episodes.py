@@ -35,7 +35,12 @@ class SubtaskInfo:
 @define(frozen=True)
 class TaskInfo:
     """What scoring needs to know about a task: its primary metric and direction,
-    the baseline's and the reference (SOTA) score, and its sub-tasks."""
+    the baseline's and the reference (SOTA) score, and its sub-tasks.
+
+    ``baseline_tolerance`` is the baseline's measured noise (the task spec's
+    baseline ``tolerances``/``tolerance``: the band within which ``rgym check-pack``
+    calls a re-run a reproduction): a run improves on the baseline only when it
+    beats it by more than this (``None``: by any margin)."""
 
     task: str
     metric: str | None = None
@@ -43,6 +48,7 @@ class TaskInfo:
     baseline: float | None = None
     reference: float | None = None
     subtasks: tuple[SubtaskInfo, ...] = ()
+    baseline_tolerance: float | None = None
 
 
 @define
@@ -65,6 +71,9 @@ class Episode:
     infrastructure: bool = False
     #: The integrity monitor flagged the run (an error finding, see ``rgym-integrity``).
     flagged: bool = False
+    #: Set by a streaming reader that keeps only the best and the last value in
+    #: ``values``: the number of valid gradings they summarise.
+    attempts: int | None = None
 
 
 @define(frozen=True)
@@ -99,4 +108,4 @@ def score_episode(episode: Episode, direction: Direction) -> EpisodeScore:
     values = clean(episode.values)
     return EpisodeScore(solver=episode.solver, task=episode.task, run=episode.run,
                         best=best_of(values, direction), last=values[-1] if values else None,
-                        attempts=len(values))
+                        attempts=len(values) if episode.attempts is None else episode.attempts)

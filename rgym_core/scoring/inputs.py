@@ -7,8 +7,10 @@
   When runs of one task used different profiles, each (task, profile) is a task
   of its own, named ``task@profile``;
 * long-format CSV or JSON Lines: ``solver, task, run, metric, value`` plus the
-  optional ``direction``, ``subtask`` and ``primary`` columns; rows of the
-  solvers ``baseline`` and ``reference`` give those scores;
+  optional ``direction``, ``subtask``, ``primary`` and ``tolerance`` columns;
+  rows of the solvers ``baseline`` and ``reference`` give those scores (and the
+  baseline's rows its tolerance).  The file is streamed into per-episode
+  aggregates, so memory follows the episodes, not the rows;
 * MLGym's wide tables: ``Task,<solver>,...``, one row per task, an empty cell
   meaning no valid run.
 
@@ -37,13 +39,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 from attrs import define, field
 
 from rgym_core.direction import DIRECTIONS, parse_direction
 from rgym_core.records import EpisodeResult
+from rgym_core.runcheck import result_problem
 from rgym_core.rundir import RunDir, RunDirError, RunState, iter_run_dirs
 from rgym_core.scoring.episodes import Episode, SubtaskInfo, TaskInfo
-from rgym_core.specs import Direction
+from rgym_core.specs import Baseline, Direction
 
 T = TypeVar("T")
 
@@ -203,15 +207,52 @@ def _subtask_value(values: Mapping[str, float], metric: str | None) -> float | N
     return None
 
 
-def _task_key(result: EpisodeResult, split: set[str]) -> str:
-    """The task's name in the tables: ``task@profile`` when its runs used several profiles."""
-    if result.task_id in split:
-        return f"{result.task_id}@{result.profile}" if result.profile else f"{result.task_id}@default"
-    return result.task_id
+def _task_key(task: str, profile: str | None, split: set[str]) -> str:
+    """The task's name in the tables: ``task@profile`` when its runs used several
+    profiles (``task`` in ``split``)."""
+    if task in split:
+        return f"{task}@{profile}" if profile else f"{task}@default"
+    return task
+
+
+def _reading_key(task: str, profile: str | None) -> str:
+    """The key of (task, profile) while :func:`load_runs` reads (no task id holds NUL)."""
+    return f"{task}\0{profile or ''}"
+
+
+def baseline_tolerance(baseline_spec: Any, metric: str | None,
+                       baseline: float | None) -> float | None:
+    """The baseline's noise for ``metric``: the task spec's ``tolerances[metric]``,
+    else its ``tolerance``, else half a unit in the last digit of the recorded
+    score (what ``rgym check-pack`` allows; see :class:`rgym_core.specs.Baseline`).
+    ``baseline_spec`` is the spec's ``baseline`` section as plain data (``None`` or
+    anything malformed: the default).  ``None`` when there is no baseline score."""
+    if metric is None or baseline is None:
+        return None
+    spec = baseline_spec if isinstance(baseline_spec, dict) else {}
+    per_metric = spec.get("tolerances")
+    for value in ((per_metric or {}).get(metric) if isinstance(per_metric, dict) else None,
+                  spec.get("tolerance")):
+        if isinstance(value, int | float) and not isinstance(value, bool) \
+                and math.isfinite(value) and value >= 0:
+            return float(value)
+    return Baseline(scores={metric: baseline}).tolerance_for(metric)
+
+
+def _spec_baseline(run: RunDir | None) -> Any:
+    """The ``baseline`` section of the task spec a run recorded in ``config.json``
+    (profile applied), or ``None`` when it has none or cannot be read."""
+    if run is None:
+        return None
+    try:
+        task = run.config().get("task")
+    except RunDirError:
+        return None
+    return task.get("baseline") if isinstance(task, dict) else None
 
 
 def _episode_of(result: EpisodeResult, source: str, solver_key: str | None,
-                tasks: dict[str, TaskInfo], task: str) -> Episode:
+                tasks: dict[str, TaskInfo], task: str, run_dir: RunDir | None = None) -> Episode:
     metric = result.primary_metric
     if metric is None:
         metric = next(iter(result.metrics), None)
@@ -229,11 +270,13 @@ def _episode_of(result: EpisodeResult, source: str, solver_key: str | None,
                 baseline=_number(sub.baseline_scores.get(sm) if sm else None, source),
                 reference=_number(sub.reference_scores.get(sm) if sm else None, source),
                 weight=float(sub.weight), primary=bool(sub.primary)))
+        base = _number(result.baseline_scores.get(metric), source) if metric else None
         tasks[task] = TaskInfo(
-            task=task, metric=metric, direction=result.direction,
-            baseline=_number(result.baseline_scores.get(metric), source) if metric else None,
+            task=task, metric=metric, direction=result.direction, baseline=base,
             reference=_number(result.reference_scores.get(metric), source) if metric else None,
-            subtasks=tuple(subs))
+            subtasks=tuple(subs),
+            baseline_tolerance=baseline_tolerance(_spec_baseline(run_dir) if base is not None
+                                                  else None, metric, base))
     info = tasks[task]
     values = [r.scores[metric] for r in result.scores
               if r.valid and metric is not None and metric in r.scores]
@@ -289,6 +332,56 @@ def _pending(run: RunDir, state: RunState, solver_key: str | None, problem: str 
                       solver=solver, steps=steps, problem=problem)
 
 
+def _load_run(run: RunDir, data: ScoreData, solver_key: str | None, strict: bool,
+              exclude_flagged: bool, profiles: dict[str, set[str | None]],
+              seen: dict[tuple[str, str, str], int]) -> int:
+    """Read one run directory into ``data`` (its episode, or a pending entry or a
+    warning); returns 1 when its last grading ran unconfined, else 0."""
+    if not run.result_path.exists():
+        state = run.state()
+        data.pending.append(_pending(run, state, solver_key, None))
+        return 0
+    try:
+        result = run.result()
+        why = result_problem(result)  # NaN, infinite or negative figures its converter lets through
+        if why:
+            raise RunDirError(run.result_path, why)
+    except RunDirError as exc:
+        if strict:
+            raise InputError(str(exc)) from None
+        data.warnings.append(f"skipped {exc}")
+        data.pending.append(_pending(run, RunState.CORRUPT, solver_key, str(exc)))
+        return 0
+    source = str(run.result_path)
+    profiles.setdefault(result.task_id, set()).add(result.profile)
+    unconfined = int(bool(result.scores) and result.scores[-1].confined is False)
+    try:
+        ep = _episode_of(result, source, solver_key, data.tasks,
+                         _reading_key(result.task_id, result.profile), run)
+    except InputError as exc:
+        if strict:
+            raise
+        data.warnings.append(f"skipped {exc}")
+        return unconfined
+    key = (ep.solver, ep.task, ep.run)
+    if key in seen:
+        ep.run = f"{ep.run}:{result.run_id}"
+    seen[key] = 1
+    summary = integrity_summary(result)
+    if summary is not None and summary.get("flagged"):
+        ep.flagged = True
+        data.flagged.append(FlaggedRun(
+            path=str(Path(source).parent), task=ep.task, solver=ep.solver, run=ep.run,
+            kinds=tuple(str(k) for k in summary.get("kinds") or ()),
+            findings=tuple(str(f.get("message", "")) for f in (summary.get("findings") or [])
+                           if isinstance(f, dict) and f.get("severity") == "error")[:3],
+            excluded=exclude_flagged))
+        if exclude_flagged:
+            return unconfined
+    data.episodes.append(ep)
+    return unconfined
+
+
 def load_runs(paths: Iterable[Path | str], solver_key: str | None = None, *,
               baseline: str = BASELINE, reference: str = REFERENCE,
               strict: bool = False, exclude_flagged: bool = False) -> ScoreData:
@@ -301,57 +394,35 @@ def load_runs(paths: Iterable[Path | str], solver_key: str | None = None, *,
     listed in ``flagged`` and, with ``exclude_flagged``, left out."""
     data = ScoreData(exclude_flagged=exclude_flagged)
     paths = list(paths)
-    results: list[tuple[EpisodeResult, str]] = []
+    # Each result is read, turned into its episode and dropped, so memory follows the
+    # episodes, not the results' contents.  Until every run is read a task is keyed
+    # by task@profile; the tasks whose runs all used one profile get their plain name
+    # back at the end.
+    profiles: dict[str, set[str | None]] = {}
+    seen: dict[tuple[str, str, str], int] = {}
+    unconfined = 0
     for p in map(Path, paths):
         try:
             runs = list(iter_run_dirs(p))
         except RunDirError as exc:
             raise InputError(str(exc)) from None
         for run in runs:
-            if not run.result_path.exists():
-                state = run.state()
-                data.pending.append(_pending(run, state, solver_key, None))
-                continue
             try:
-                result = run.result()
-            except RunDirError as exc:
-                if strict:
-                    raise InputError(str(exc)) from None
-                data.warnings.append(f"skipped {exc}")
-                data.pending.append(_pending(run, RunState.CORRUPT, solver_key, str(exc)))
-                continue
-            results.append((result, str(run.result_path)))
-    profiles: dict[str, set[str | None]] = {}
-    for result, _ in results:
-        profiles.setdefault(result.task_id, set()).add(result.profile)
-    split = {task for task, names in profiles.items() if len(names) > 1}
-    seen: dict[tuple[str, str, str], int] = {}
-    for result, source in results:
-        try:
-            ep = _episode_of(result, source, solver_key, data.tasks, _task_key(result, split))
-        except InputError as exc:
-            if strict:
+                unconfined += _load_run(run, data, solver_key, strict, exclude_flagged, profiles, seen)
+            except InputError:
                 raise
-            data.warnings.append(f"skipped {exc}")
-            continue
-        key = (ep.solver, ep.task, ep.run)
-        if key in seen:
-            ep.run = f"{ep.run}:{result.run_id}"
-        seen[key] = 1
-        summary = integrity_summary(result)
-        if summary is not None and summary.get("flagged"):
-            ep.flagged = True
-            data.flagged.append(FlaggedRun(
-                path=str(Path(source).parent), task=ep.task, solver=ep.solver, run=ep.run,
-                kinds=tuple(str(k) for k in summary.get("kinds") or ()),
-                findings=tuple(str(f.get("message", "")) for f in (summary.get("findings") or [])
-                               if isinstance(f, dict) and f.get("severity") == "error")[:3],
-                excluded=exclude_flagged))
-            if exclude_flagged:
-                continue
-        data.episodes.append(ep)
-    unconfined = sum(1 for result, _ in results
-                     if result.scores and result.scores[-1].confined is False)
+            except Exception as exc:  # noqa: BLE001 - a malformed run the checks missed: this run only
+                line = f"{run.path}: cannot be read: {type(exc).__name__}: {str(exc)[:300]}"
+                if strict:
+                    raise InputError(line) from None
+                data.warnings.append(f"skipped {line}")
+    split = {task for task, names in profiles.items() if len(names) > 1}
+    rename = {_reading_key(task, profile): _task_key(task, profile, split)
+              for task, names in profiles.items() for profile in names}
+    data.tasks = {rename[k]: attrs.evolve(info, task=rename[k]) for k, info in data.tasks.items()}
+    for ep in data.episodes:
+        ep.task = rename[ep.task]
+    data.flagged = [attrs.evolve(f, task=rename[f.task]) for f in data.flagged]
     if unconfined:
         data.warnings.append(f"{unconfined} run(s) were graded without confining the agent's code "
                              "(this machine lacked bubblewrap or a separate user): their scores "
@@ -396,8 +467,8 @@ def _readable(path: Path, rows: Iterator[T]) -> Iterator[T]:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-_OPTIONAL = ("direction", "subtask", "primary")
-_Cells = tuple[Any, ...]  # solver, task, run, metric, value, direction, subtask, primary
+_OPTIONAL = ("direction", "subtask", "primary", "tolerance")
+_Cells = tuple[Any, ...]  # solver, task, run, metric, value, direction, subtask, primary, tolerance
 
 
 def _long_rows(path: Path) -> Iterator[tuple[int, _Cells]]:
@@ -422,7 +493,8 @@ def _long_rows(path: Path) -> Iterator[tuple[int, _Cells]]:
         missing = [c for c in LONG_COLUMNS if c not in header]
         if missing:
             raise InputError(f"{path}: row 1 (header): missing column(s) {', '.join(missing)}; "
-                             f"expected {', '.join(LONG_COLUMNS)} [direction, subtask, primary]")
+                             f"expected {', '.join(LONG_COLUMNS)} [direction, subtask, primary, "
+                             "tolerance]")
         index = [header.index(c) if c in header else None for c in LONG_COLUMNS + _OPTIONAL]
         width = len(header)
         for n, row in enumerate(reader, start=2):
@@ -441,19 +513,23 @@ def load_long(path: Path | str, *, baseline: str = BASELINE, reference: str = RE
     first metric seen for it outside sub-tasks; a run's attempts are its rows of
     that metric in file order.  Directions come from the ``direction`` column,
     else from ``directions`` (the registry), else ``minimize``, else maximise.
-    Rows of ``baseline`` and ``reference`` are the task's own scores.
+    Rows of ``baseline`` and ``reference`` are the task's own scores; the
+    optional ``tolerance`` column of the baseline's rows is its noise (default:
+    half a unit in the last digit of its score), which a run must beat it by to
+    count as improved.
+
+    The file is streamed: each row updates the aggregates of its episode (per
+    metric the count, the largest, the smallest and the last value), so memory
+    follows the episodes, not the rows.
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     unit = "line" if path.suffix.lower() in (".jsonl", ".ndjson", ".json") else "row"
-    metric_of: dict[str, str] = {}
-    explicit: set[str] = set()
-    direction_of: dict[str, Direction] = {}
+    acc = _LongAccumulator(baseline, reference)
     seen_direction: dict[str, Direction] = {}
-    rows: list[tuple[str, str, str, str, str, float | None]] = []
     for n, cells in _readable(path, _long_rows(path)):
-        solver, task, run, metric, text, d, sub, flag = cells
+        solver, task, run, metric, text, d, sub, flag, tol = cells
         for col, value in zip(LONG_COLUMNS[:4], (solver, task, run, metric), strict=True):
             if value is None or value == "" or (isinstance(value, str) and not value.strip()):
                 raise InputError(f"{path}: {unit} {n}: column '{col}': missing value")
@@ -474,75 +550,139 @@ def load_long(path: Path | str, *, baseline: str = BASELINE, reference: str = RE
             if parsed is None:
                 parsed = seen_direction[d] = _direction(str(d), f"{path}: {unit} {n}: column "
                                                                 f"'direction'")
-            direction_of.setdefault(task, parsed)
+            acc.direction_of.setdefault(task, parsed)
+        tolerance = None
+        if tol is not None and tol != "":
+            where = f"{path}: {unit} {n}: column 'tolerance'"
+            if str(solver) != baseline:
+                raise InputError(f"{where}: only the baseline's rows ({baseline!r}) carry a "
+                                 "tolerance; leave it empty on other rows")
+            tolerance = _number(tol, where)
+            if tolerance is not None and tolerance < 0:
+                raise InputError(f"{where}: must be non-negative, got {tol!r}")
         sub = str(sub) if sub else ""
-        if not sub:
-            if flag and str(flag).strip().lower() in ("true", "1", "yes") and task not in explicit:
-                metric_of[task] = metric
-                explicit.add(task)
-            elif task not in metric_of:
-                metric_of[task] = metric
-        rows.append((str(solver), task, str(run), metric, sub, value))
-    if not rows:
+        primary = bool(flag) and str(flag).strip().lower() in ("true", "1", "yes")
+        acc.add(str(solver), task, str(run), metric, sub, value, primary, tolerance)
+    if not acc.rows:
         raise InputError(f"{path}: no data rows")
-    data = _build_long(rows, metric_of, direction_of, baseline, reference, minimize, directions)
-    data.notes.extend(f"note: {path}: {n}" for n in _reserved_with_runs(rows, metric_of,
-                                                                        (baseline, reference)))
+    data = acc.build(minimize, directions)
+    data.notes.extend(f"note: {path}: {n}" for n in acc.reserved_with_runs())
     return data
 
 
-def _reserved_with_runs(rows: list[tuple[str, str, str, str, str, float | None]],
-                        metric_of: dict[str, str], reserved: Sequence[str]) -> list[str]:
-    """A note for each reserved solver whose runs on a task differ: it looks like
-    an agent's runs, but it is read as the task's score."""
-    values: dict[tuple[str, str], dict[str, float]] = {}
-    for solver, task, run, metric, sub, value in rows:
-        if solver in reserved and not sub and value is not None and metric == metric_of[task]:
-            values.setdefault((solver, task), {})[run] = value
-    notes = []
-    for (solver, task), by_run in values.items():
-        if len(set(by_run.values())) > 1:
-            notes.append(f"{solver!r} has {len(by_run)} differing runs on task {task!r}: read "
-                         f"as the task's score (last value); name agent runs "
-                         f"{solver + '-agent'!r}")
-    return notes
+class _LongAccumulator:
+    """Per-episode aggregates of a long-format file, fed one row at a time."""
 
+    def __init__(self, baseline: str, reference: str) -> None:
+        self.baseline, self.reference = baseline, reference
+        self.rows = 0
+        self.metric_of: dict[str, str] = {}
+        self.explicit: set[str] = set()
+        self.direction_of: dict[str, Direction] = {}
+        self.tasks: dict[str, None] = {}
+        self.sub_metric: dict[tuple[str, str], str] = {}
+        self.episodes: dict[tuple[str, str, str], Episode] = {}
+        #: (solver, task, run, metric) -> [count, largest, smallest, last]
+        self.values: dict[tuple[str, str, str, str], list[float]] = {}
+        #: the reserved solvers' last values: (solver, task, sub-task) for sub-task rows
+        #: (any metric), (solver, task, "", metric) otherwise
+        self.special: dict[tuple[str, ...], float] = {}
+        #: the reserved solvers' runs: (solver, task, metric) -> {run: last value}
+        self.reserved_runs: dict[tuple[str, str, str], dict[str, float]] = {}
+        self.tolerance: dict[tuple[str, str], float] = {}
+        self._names: dict[str, str] = {}
 
-def _build_long(rows: list[tuple[str, str, str, str, str, float | None]],
-                metric_of: dict[str, str], direction_of: dict[str, Direction], baseline: str,
-                reference: str, minimize: Sequence[str],
-                directions: DirectionLookup | None) -> ScoreData:
-    episodes: dict[tuple[str, str, str], Episode] = {}
-    special: dict[tuple[str, str, str], float] = {}  # (solver, task, subtask) -> last value
-    sub_metric: dict[tuple[str, str], str] = {}
-    for solver, task, run, metric, sub, value in rows:
-        if sub:
-            sub_metric.setdefault((task, sub), metric)
-        if solver in (baseline, reference):
-            if value is not None and (sub or metric == metric_of.get(task)):
-                special[(solver, task, sub)] = value
-            continue
-        ep = episodes.get((solver, task, run))
+    def add(self, solver: str, task: str, run: str, metric: str, sub: str, value: float | None,
+            primary: bool, tolerance: float | None) -> None:
+        """One row (already validated)."""
+        self.rows += 1
+        names = self._names
+        solver = names.setdefault(solver, solver)
+        task = names.setdefault(task, task)
+        run = names.setdefault(run, run)
+        metric = names.setdefault(metric, metric)
+        if task not in self.tasks:
+            self.tasks[task] = None
+        if not sub:
+            if primary and task not in self.explicit:
+                self.metric_of[task] = metric
+                self.explicit.add(task)
+            elif task not in self.metric_of:
+                self.metric_of[task] = metric
+        else:
+            sub = names.setdefault(sub, sub)
+            self.sub_metric.setdefault((task, sub), metric)
+        if solver in (self.baseline, self.reference):
+            if tolerance is not None and not sub:
+                self.tolerance[(task, metric)] = tolerance
+            if value is not None:
+                if sub:
+                    self.special[(solver, task, sub)] = value
+                else:
+                    self.special[(solver, task, "", metric)] = value
+                    self.reserved_runs.setdefault((solver, task, metric), {})[run] = value
+            return
+        ep = self.episodes.get((solver, task, run))
         if ep is None:
-            ep = episodes[(solver, task, run)] = Episode(solver=solver, task=task, run=run)
+            ep = self.episodes[(solver, task, run)] = Episode(solver=solver, task=task, run=run)
+        if value is None:
+            return
         if sub:
-            if value is not None and metric == sub_metric[(task, sub)]:
+            if metric == self.sub_metric[(task, sub)]:
                 ep.subtasks[sub] = value
-        elif metric == metric_of[task] and value is not None:
-            ep.values.append(value)
-    tasks: dict[str, TaskInfo] = {}
-    for task in sorted({t for _, t, *_ in rows}):
-        direction = direction_of.get(task) or (directions(task) if directions else None)
-        if direction is None:
-            direction = "minimize" if task in minimize else "maximize"
-        subs = tuple(SubtaskInfo(id=s, metric=m, direction=direction,
-                                 baseline=special.get((baseline, t, s)),
-                                 reference=special.get((reference, t, s)))
-                     for (t, s), m in sorted(sub_metric.items()) if t == task)
-        tasks[task] = TaskInfo(task=task, metric=metric_of.get(task), direction=direction,
-                               baseline=special.get((baseline, task, "")),
-                               reference=special.get((reference, task, "")), subtasks=subs)
-    return ScoreData(tasks=tasks, episodes=list(episodes.values()))
+            return
+        agg = self.values.get((solver, task, run, metric))
+        if agg is None:
+            self.values[(solver, task, run, metric)] = [1, value, value, value]
+        else:
+            agg[0] += 1
+            if value > agg[1]:
+                agg[1] = value
+            if value < agg[2]:
+                agg[2] = value
+            agg[3] = value
+
+    def reserved_with_runs(self) -> list[str]:
+        """A note for each reserved solver whose runs on a task differ: it looks like
+        an agent's runs, but it is read as the task's score."""
+        notes = []
+        for (solver, task, metric), by_run in self.reserved_runs.items():
+            if metric == self.metric_of[task] and len(set(by_run.values())) > 1:
+                notes.append(f"{solver!r} has {len(by_run)} differing runs on task {task!r}: read "
+                             f"as the task's score (last value); name agent runs "
+                             f"{solver + '-agent'!r}")
+        return notes
+
+    def build(self, minimize: Sequence[str], directions: DirectionLookup | None) -> ScoreData:
+        """The episodes (each holding its best and last value and the count of its
+        attempts) and the tasks."""
+        tasks: dict[str, TaskInfo] = {}
+        for task in sorted(self.tasks):
+            direction = self.direction_of.get(task) or (directions(task) if directions else None)
+            if direction is None:
+                direction = "minimize" if task in minimize else "maximize"
+            metric = self.metric_of.get(task)
+            subs = tuple(SubtaskInfo(id=s, metric=m, direction=direction,
+                                     baseline=self.special.get((self.baseline, t, s)),
+                                     reference=self.special.get((self.reference, t, s)))
+                         for (t, s), m in sorted(self.sub_metric.items()) if t == task)
+            base = self.special.get((self.baseline, task, "", metric or ""))
+            tolerance = self.tolerance.get((task, metric or ""))
+            tasks[task] = TaskInfo(
+                task=task, metric=metric, direction=direction, baseline=base,
+                reference=self.special.get((self.reference, task, "", metric or "")),
+                subtasks=subs,
+                baseline_tolerance=tolerance if tolerance is not None and base is not None
+                else baseline_tolerance(None, metric, base))
+        for (solver, task, run), ep in self.episodes.items():
+            agg = self.values.get((solver, task, run, self.metric_of.get(task, "")))
+            if agg is None:
+                continue
+            count, high, low, last = agg
+            best = high if tasks[task].direction == "maximize" else low
+            ep.values = [best, last] if count > 1 else [last]
+            ep.attempts = int(count)
+        return ScoreData(tasks=tasks, episodes=list(self.episodes.values()))
 
 
 # --------------------------------------------------------------------------- wide tables

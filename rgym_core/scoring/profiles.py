@@ -21,7 +21,18 @@ Where MLGym is undefined, rgym decides (and the tests pin it down):
 * a feasible score of exactly 0 whose ratio would divide by zero: solvers tied
   with the best get ratio 1, the others are treated as infeasible;
 * missing solvers and ties share the average of the rank positions they occupy,
-  so rankings never depend on dict or set order (MLGym's did).
+  so rankings never depend on dict or set order (MLGym's did);
+* a solver without a valid score on a task (no run there, or only failed runs)
+  is infeasible on it, as in MLGym; since an infeasible ratio is finite, it still
+  earns area from ``log10(1.05 * worst_ratio)`` to ``T``: :attr:`ProfileSet.floor`
+  is the AUP of a solver with no valid score anywhere, which reports quote.
+
+Ranks shown to people (:attr:`ProfileResult.positions`) are competition ranks
+(1, 1, 3): solvers whose ranked value is identical share the better position.
+Identical means exactly equal: mean ranks and Borda totals are sums of half
+integers, which floating point holds exactly, and AUP is compared as published,
+rounded to 3 decimals.  A tolerance band is not used because "within tolerance"
+is not transitive (a~b and b~c with a!~c would leave no consistent order).
 """
 
 from __future__ import annotations
@@ -139,6 +150,8 @@ class ProfileSet:
     tasks: dict[str, TaskRatios]
     profiles: dict[str, list[float]]
     aup: dict[str, float]
+    #: The AUP of a solver with no valid score on any task (infeasible everywhere).
+    floor: float = 0.0
 
 
 @define(frozen=True)
@@ -152,12 +165,17 @@ class ProfileResult:
     best: ProfileSet
     last: ProfileSet
     rankings: dict[str, dict[str, list[str]]] = field(factory=dict)
+    #: Competition ranks ``{"best"|"last": {"mean_rank"|"borda"|"aup": {solver: rank}}}``
+    #: (1, 1, 3: identical values share a rank; see the module docstring).
+    positions: dict[str, dict[str, dict[str, int]]] = field(factory=dict)
 
     def aup_rows(self) -> list[dict[str, Any]]:
-        """``[{"solver", "best_aup", "last_aup"}]``, best first (ties by name)."""
+        """``[{"solver", "best_aup", "last_aup", "rank"}]``, best first (ties by
+        name); ``rank`` is the competition rank by Best AUP."""
         order = sorted(self.solvers, key=lambda s: (-self.best.aup[s], -self.last.aup[s], s))
-        return [{"solver": s, "best_aup": self.best.aup[s], "last_aup": self.last.aup[s]}
-                for s in order]
+        ranks = competition_ranks(self.best.aup, higher_is_better=True)
+        return [{"solver": s, "best_aup": self.best.aup[s], "last_aup": self.last.aup[s],
+                 "rank": ranks[s]} for s in order]
 
 
 def _solvers_of(tables: Sequence[ScoreTable], solvers: Sequence[str] | None,
@@ -198,14 +216,31 @@ def compute_profiles(best: ScoreTable, last: ScoreTable, directions: Mapping[str
         matrix = np.array([[ratios[t].ratios[s] for s in names] for t in tasks], dtype=float)
         rho = profile_matrix(matrix, tau)
         areas = area_under_profiles(rho, tau)
+        penalties = np.array([[ratios[t].worst_ratio * (1 + epsilon)] for t in tasks], dtype=float)
+        floor = area_under_profiles(profile_matrix(penalties, tau), tau)
         sets[label] = ProfileSet(
             tasks=ratios,
             profiles={s: rho[:, i].tolist() for i, s in enumerate(names)},
-            aup={s: round(float(areas[i]), 3) for i, s in enumerate(names)})
+            aup={s: round(float(areas[i]), 3) for i, s in enumerate(names)},
+            floor=round(float(floor[0]), 3))
     rankings = {"best": rank_solvers(best, directions, names),
                 "last": rank_solvers(last, directions, names)}
+    positions = {label: {**rank_positions(table, directions, names),
+                         "aup": competition_ranks(sets[label].aup, higher_is_better=True)}
+                 for label, table in (("best", best), ("last", last))}
     return ProfileResult(solvers=names, tasks=tasks, end=end, tau=tau.tolist(),
-                         best=sets["best"], last=sets["last"], rankings=rankings)
+                         best=sets["best"], last=sets["last"], rankings=rankings,
+                         positions=positions)
+
+
+def competition_ranks(values: Mapping[str, float], *, higher_is_better: bool) -> dict[str, int]:
+    """Competition ranks ("1224"): each solver's rank is 1 plus the number of solvers
+    strictly better than it, so identical values share the better rank."""
+    ordered = sorted(values.values(), reverse=higher_is_better)
+    first: dict[float, int] = {}
+    for i, v in enumerate(ordered, start=1):
+        first.setdefault(v, i)
+    return {s: first[v] for s, v in values.items()}
 
 
 def task_ranks(scores: Mapping[str, float | None], solvers: Sequence[str],
@@ -233,11 +268,9 @@ def task_ranks(scores: Mapping[str, float | None], solvers: Sequence[str],
     return ranks
 
 
-def rank_solvers(table: ScoreTable, directions: Mapping[str, Direction],
-                 solvers: Sequence[str]) -> dict[str, list[str]]:
-    """MLGym's two rankings over tasks: ``mean_rank`` (its "Plackett-Luce" row:
-    solvers by mean rank position) and ``borda`` (by the sum over tasks of
-    ``n - rank + 1``, with ``n`` solvers).  Ties in the final order go by name."""
+def _rank_values(table: ScoreTable, directions: Mapping[str, Direction],
+                 solvers: Sequence[str]) -> tuple[dict[str, float], dict[str, float]]:
+    """Each solver's mean rank position over tasks and its Borda total."""
     n = len(solvers)
     totals = {s: 0.0 for s in solvers}
     tasks = sorted(table)
@@ -246,5 +279,25 @@ def rank_solvers(table: ScoreTable, directions: Mapping[str, Direction],
             totals[s] += r
     mean = {s: totals[s] / len(tasks) if tasks else 0.0 for s in solvers}
     borda = {s: len(tasks) * (n + 1) - totals[s] for s in solvers}
+    return mean, borda
+
+
+def rank_solvers(table: ScoreTable, directions: Mapping[str, Direction],
+                 solvers: Sequence[str]) -> dict[str, list[str]]:
+    """MLGym's two rankings over tasks: ``mean_rank`` (its "Plackett-Luce" row:
+    solvers by mean rank position) and ``borda`` (by the sum over tasks of
+    ``n - rank + 1``, with ``n`` solvers).  Ties in the final order go by name
+    (:func:`rank_positions` gives tied solvers one rank)."""
+    mean, borda = _rank_values(table, directions, solvers)
     return {"mean_rank": sorted(solvers, key=lambda s: (mean[s], s)),
             "borda": sorted(solvers, key=lambda s: (-borda[s], s))}
+
+
+def rank_positions(table: ScoreTable, directions: Mapping[str, Direction],
+                   solvers: Sequence[str]) -> dict[str, dict[str, int]]:
+    """The competition ranks of :func:`rank_solvers`' two rankings
+    (``{"mean_rank": {solver: rank}, "borda": {...}}``): solvers with an identical
+    mean rank (or Borda total) share a rank, the next rank is skipped."""
+    mean, borda = _rank_values(table, directions, solvers)
+    return {"mean_rank": competition_ranks(mean, higher_is_better=False),
+            "borda": competition_ranks(borda, higher_is_better=True)}

@@ -6,7 +6,9 @@
 * *completion rate*: the weighted fraction of sub-tasks a run completed, averaged
   over runs;
 * *improvement rate*: the fraction of runs whose last submission beats the
-  baseline (failed runs do not);
+  baseline by more than the baseline's measured noise (:func:`improves`: the task
+  spec's baseline tolerance, so a re-run of the baseline is not an improvement);
+  failed runs do not;
 * *normalised performance*: ``score / reference`` for maximised metrics and
   ``reference / score`` for minimised ones (1 means matching the reference/SOTA);
 * *RE-Bench normalisation*: ``(score - baseline) / (reference - baseline)``
@@ -53,7 +55,8 @@ class TaskRates:
     subtask_normalized_at_k: dict[str, float | None] = field(factory=dict)
     #: The best value of each sub-task's metric over runs (``None``: never completed).
     subtask_best: dict[str, float | None] = field(factory=dict)
-    #: Runs whose last submission beats the baseline (``None``: the task has no baseline).
+    #: Runs whose last submission beats the baseline by more than its tolerance
+    #: (``None``: the task has no baseline).
     improved_runs: int | None = None
 
 
@@ -93,6 +96,18 @@ def rebench(score: float | None, baseline: float | None, reference: float | None
     return (score - baseline) / (reference - baseline)
 
 
+def improves(score: float | None, info: TaskInfo) -> bool:
+    """True when ``score`` beats the task's baseline by more than its tolerance
+    (``info.baseline_tolerance``, the baseline's measured noise; ``None``: by any
+    margin).  A missing score never improves; a task without a baseline has
+    nothing to improve on."""
+    if info.baseline is None:
+        return False
+    margin = info.baseline_tolerance or 0.0
+    bar = info.baseline + margin if info.direction == "maximize" else info.baseline - margin
+    return better(score, bar, info.direction)
+
+
 def _mean(values: list[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
@@ -126,7 +141,7 @@ def task_rates(solver: str, info: TaskInfo, episodes: list[Episode]) -> TaskRate
         values = clean(ep.values)
         last = values[-1] if values else None
         if info.baseline is not None:
-            improve.append(better(last, info.baseline, info.direction))
+            improve.append(improves(last, info))
         if info.subtasks:
             weights = math.fsum(s.weight for s in info.subtasks)
             done = [s for s in info.subtasks if s.id in ep.subtasks

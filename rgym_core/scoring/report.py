@@ -95,31 +95,35 @@ def tables(report: ScoreReport) -> list[Table]:
     out.append(scores)
 
     partial = set(report.partial_solvers())
-    aup = _table(f"AUP (maximum T = {p.end:g})", "solver", ("Best AUP", "Last AUP", "tasks"),
-                 caption="! = runs on some tasks only; missing tasks count as failures"
-                 if partial else None)
+    caption = "rank: by Best AUP; equal AUPs share a rank (1, 1, 3)"
+    if partial:
+        caption += (f". ! = a valid score on some tasks only: each other task counts as "
+                    f"infeasible (as in MLGym), which still earns area (a solver with no valid "
+                    f"score anywhere gets {p.best.floor:.3f} / {p.last.floor:.3f})")
+    aup = _table(f"AUP (maximum T = {p.end:g})", "solver", ("rank", "Best AUP", "Last AUP", "tasks"),
+                 caption=caption)
     for row in p.aup_rows():
         name = str(row["solver"])
         have, total = report.coverage.get(name, (len(p.tasks), len(p.tasks)))
         mark = " !" if name in partial else ""
-        aup.add_row(escape(name), f"{row['best_aup']:.3f}{mark}", f"{row['last_aup']:.3f}{mark}",
-                    f"{have}/{total}")
+        aup.add_row(escape(name), str(row["rank"]), f"{row['best_aup']:.3f}{mark}",
+                    f"{row['last_aup']:.3f}{mark}", f"{have}/{total}")
     out.append(aup)
 
-    ranks = _table("Rankings over tasks (position, 1 = best)", "solver",
+    ranks = _table("Rankings over tasks (rank, 1 = best; ties share a rank)", "solver",
                    ("best:\nmean rank", "best:\nBorda", "last:\nmean rank", "last:\nBorda"))
     r = p.rankings
-    position = {(k, m): {s: i for i, s in enumerate(r[k][m], start=1)}
-                for k in ("best", "last") for m in ("mean_rank", "borda")}
+    keys = [(k, m) for k in ("best", "last") for m in ("mean_rank", "borda")]
     for solver in r["best"]["mean_rank"]:
-        ranks.add_row(escape(solver), *(str(position[key][solver]) for key in position))
+        ranks.add_row(escape(solver), *(str(p.positions[k][m][solver]) for k, m in keys))
     out.append(ranks)
 
     if report.rates:
         rates = _table("ResearchGym rates", "task / solver",
                        ("runs", "done", "improved", "norm@k", "norm\nmean", "RE@k", "RE\nmean"),
                        caption="done: share of (sub-)tasks completed; improved: share of runs "
-                               "whose last submission beats the baseline; norm: score vs the "
+                               "whose last submission beats the baseline by more than its "
+                               "tolerance (its measured noise); norm: score vs the "
                                "reference (1 = reference); RE: RE-Bench, baseline 0, "
                                "reference 1.")
         task = None
@@ -155,7 +159,8 @@ def tables(report: ScoreReport) -> list[Table]:
         over = _table(f"ResearchGym over all {len(report.profiles.tasks)} tasks", "solver",
                       ("tasks", "runs", "done", "improved", "norm@k\nmean", "RE@k\nmean"),
                       caption="done: sub-tasks completed, mean over all runs; improved: share of "
-                              "all runs beating their task's baseline; norm@k / RE@k: mean over "
+                              "all runs beating their task's baseline by more than its tolerance; "
+                              "norm@k / RE@k: mean over "
                               "tasks of the Best@k normalised score, a task without one counting "
                               "0 (ResearchGym's leaderboard average); (n): tasks that had one.")
         for y in report.solver_rates:
@@ -219,7 +224,8 @@ def to_csv(report: ScoreReport) -> str:
     """The report's numbers as one long CSV: ``table,task,solver,field,value``.
 
     ``table`` is ``best``/``last`` (best-of-k scores and ratios), ``summary``,
-    ``aup``, ``rank_best``/``rank_last`` (positions), ``rates``, ``subtask_rates``
+    ``aup``, ``rank_best``/``rank_last`` (competition ranks by ``mean_rank``,
+    ``borda`` and ``aup``: equal values share a rank), ``rates``, ``subtask_rates``
     (task ``TASK/SUB-TASK``), ``rates_summary`` (per solver over every task),
     ``pending`` or ``flagged`` (runs the integrity monitor flagged).
     """
@@ -249,9 +255,9 @@ def to_csv(report: ScoreReport) -> str:
         have, total = report.coverage.get(str(row["solver"]), (len(p.tasks), len(p.tasks)))
         w.writerow(["aup", "", row["solver"], "tasks_covered", have])
     for label in ("best", "last"):
-        for kind, order in p.rankings[label].items():
-            for i, s in enumerate(order, start=1):
-                w.writerow([f"rank_{label}", "", s, kind, i])
+        for kind, ranks in p.positions[label].items():
+            for s in p.rankings[label].get(kind) or sorted(ranks, key=lambda x: (ranks[x], x)):
+                w.writerow([f"rank_{label}", "", s, kind, ranks[s]])
     for x in report.rates:
         for f in ("runs", "completion_rate", "improvement_rate", "normalized_at_k",
                   "normalized_mean", "rebench_at_k", "rebench_mean"):
@@ -297,12 +303,12 @@ def plot_profiles(report: ScoreReport, path: Path | str) -> Path:
             (line,) = ax.step(p.tau, ps.profiles[solver], where="post",
                               color="black" if is_base else cmap(i % cmap.N),
                               linestyle=":" if is_base else styles[(i // cmap.N) % len(styles)],
-                              linewidth=2.2 if is_base else 1.8)
+                              linewidth=2.2 if is_base else 1.8, clip_on=False)
             handles.append(line)
         ax.set_title(f"{title} profile (best of k runs)")
         ax.set_xlabel("τ: log10 of the performance ratio")
         ax.set_xlim(0, p.end)
-        ax.set_ylim(-0.02, 1.02)
+        ax.set_ylim(0, 1.02)  # a fraction: never below 0 (the lines are not clipped there)
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("fraction of tasks with log10 ratio ≤ τ")
     labels = [f"{s}  {p.best.aup[s]:.3f} / {p.last.aup[s]:.3f}" for s in order]
