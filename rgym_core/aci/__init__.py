@@ -16,4 +16,7 @@ def builtin_tools() -> list[Tool]:
 
     tools.extend(search_tools())
     tools.extend([ValidateTool(), SubmitTool()])
+    from rgym_core.aci.jobs import job_tools
+
+    tools.extend(job_tools())  # not default: --tool jobs, or a task's tools: [jobs]
     return tools
