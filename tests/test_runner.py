@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, run_cli
 
+from conftest import REPO, run_cli
 from rgym_core import Action, BudgetExceeded, Observation, TaskContext, Usage, hookimpl
 from rgym_core.records import ExitStatus
 from rgym_core.registry import load_registry

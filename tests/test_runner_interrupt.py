@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import yaml
-from conftest import REPO, run_cli
 from rich.console import Console
 
+from conftest import REPO, run_cli
 from rgym_core.agents import EpisodeStatus
 from rgym_core.grade_runs import finish_run
 from rgym_core.grader_confinement import host_confinement

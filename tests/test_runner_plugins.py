@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
+from conftest import REPO
 from rgym_core.rundir import RunDir, iter_run_dirs
 from rgym_core.testing.venvs import clean_env
 

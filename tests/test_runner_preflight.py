@@ -7,9 +7,9 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
 from rgym_llm.testing import FakeLLMServer, Reply
 
+from conftest import run_cli
 from rgym_core.registry import load_registry
 from rgym_core.rundir import iter_run_dirs
 from rgym_core.runner import RunConfig, RunError, preflight

@@ -30,9 +30,14 @@ from rgym_core.specs import PreparedDataset, Resources
 from rgym_core.testing.conformance import SandboxConformance, sandbox_factory
 
 ROOT = os.geteuid() == 0
-BWRAP = bwrap_problem() is None
 needs_root = pytest.mark.skipif(not ROOT, reason="a separate agent uid needs root")
-needs_bwrap = pytest.mark.skipif(not BWRAP, reason=f"bubblewrap unusable here: {bwrap_problem()}")
+# Evaluated when each test runs (bubblewrap may appear during a session).
+needs_bwrap = pytest.mark.skipif("bwrap_problem() is not None", reason="bubblewrap unusable here")
+
+
+def bwrap_ok() -> bool:
+    """Whether bubblewrap works here, asked when the test runs."""
+    return bwrap_problem() is None
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -75,7 +80,7 @@ class TestLocalConformanceWithoutBubblewrap(SandboxConformance):
 
 def test_mode_is_bubblewrap_when_it_works(make_sandbox) -> None:
     box = make_sandbox()
-    assert box.mode == (MODE_BUBBLEWRAP if BWRAP else MODE_UID if ROOT else MODE_NONE)
+    assert box.mode == (MODE_BUBBLEWRAP if bwrap_ok() else MODE_UID if ROOT else MODE_NONE)
 
 
 def test_bubblewrap_required_but_missing_is_a_clear_error(monkeypatch) -> None:
@@ -299,7 +304,7 @@ def test_describe_is_typed(make_sandbox) -> None:
     assert facts.backend == "local" and facts.cpus >= 1 and facts.gpus >= 0
     assert (facts.pids_limit, facts.disk_quota_mb, facts.memory_limit_mb) == (300, 100, 512)
     assert "GiB" in facts["memory"] and "512 MiB per process" in facts["memory"]
-    assert facts.network == ("none (loopback only)" if BWRAP else "host")
+    assert facts.network == ("none (loopback only)" if bwrap_ok() else "host")
     assert dict(facts.items())["workspace"] == box.workspace
 
 
@@ -405,7 +410,7 @@ def test_each_unenforced_setting_warns_once(make_sandbox,
                            resources=Resources(memory_mb=100, cpus=1.5, pids=64, image="bar"))
     lines = [r.getMessage() for r in caplog.records
              if r.levelno == logging.WARNING and "bubblewrap is" not in r.getMessage()]
-    expected = ["1.5 CPUs", "--gpus all", "--image foo"] + ([] if BWRAP else ["--no-network"])
+    expected = ["1.5 CPUs", "--gpus all", "--image foo"] + ([] if bwrap_ok() else ["--no-network"])
     assert len(lines) == len(expected), lines
     assert all(line.startswith("rgym/local: ") and "--sandbox docker" in line for line in lines)
     for words in expected:
@@ -441,6 +446,6 @@ def test_cli_prints_one_line_per_unenforced_setting(tmp_path: Path) -> None:
                 if "rgym/local" in line and "bubblewrap is" not in line]
 
     assert run() == []
-    assert len(run("--no-network")) == (0 if BWRAP else 1)
+    assert len(run("--no-network")) == (0 if bwrap_ok() else 1)
     assert len(run("--no-network", "--memory", "100", "--gpus", "all", "--image", "foo")) == \
-        (2 if BWRAP else 3)
+        (2 if bwrap_ok() else 3)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
 
+from conftest import run_cli
 from rgym_core import load_task
 from rgym_core.serialization import SpecError, load_spec
 from rgym_core.specs import Budget, TaskSpec

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rgym_core.hookspecs import hookimpl
-from rgym_core.isolation import bwrap_problem
+from rgym_core.isolation import bwrap_problem  # noqa: F401 - in skipif strings
 from rgym_core.registry import load_registry
 from rgym_core.rundir import RunDir, iter_run_dirs
 from rgym_core.sandbox import SandboxError, SandboxSpec
@@ -92,7 +92,7 @@ def test_max_connections_bounds_requests_per_model(registry: Any, tmp_path: Path
     assert len(list(iter_run_dirs(tmp_path / "c"))) == 3
 
 
-@pytest.mark.skipif(bwrap_problem() is not None, reason=f"bubblewrap unusable: {bwrap_problem()}")
+@pytest.mark.skipif("bwrap_problem() is not None", reason="bubblewrap unusable here")
 def test_concurrent_episodes_share_no_user_workspace_or_port(registry: Any, tmp_path: Path) -> None:
     bind = ("python -c 'import socket, time; s = socket.socket(); s.bind((\"127.0.0.1\", 8765)); "
             "s.listen(1); print(\"bound\", flush=True); time.sleep(6)'")

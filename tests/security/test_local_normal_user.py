@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rgym_core.isolation import bwrap_problem, lease
+from rgym_core.isolation import bwrap_problem, lease  # noqa: F401 - in skipif strings
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -59,7 +59,7 @@ def run_as_user(args: list[str], *, env: dict[str, str], timeout: float) -> str:
     return proc.stdout
 
 
-@pytest.mark.skipif(bwrap_problem() is not None, reason=f"bubblewrap: {bwrap_problem()}")
+@pytest.mark.skipif("bwrap_problem() is not None", reason="bubblewrap unusable here")
 def test_normal_user_with_bubblewrap() -> None:
     out = run_as_user([str(HERE / "test_local_shell_protocol.py"),
                        str(HERE / "test_local_isolation.py"),
