@@ -255,6 +255,22 @@ def test_no_user_namespace_from_the_shell_or_a_one_shot_command(make_bwrap_box,
     assert works.output.split() == ["1", "0", "done"], works.output
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="not applicable: the uid mode is root's")
+@pytest.mark.parametrize("attack", sorted(USERNS_ATTACKS))
+def test_no_user_namespace_in_the_uid_mode_either(tmp_path: Path, attack: str) -> None:
+    """Without bubblewrap (a host without user namespaces for rgym, or turned off) the
+    leased uid gets the same filter after its privileges are dropped."""
+    box = LocalSandbox(SandboxConfig(run_id="attack/uid-userns", options={"bubblewrap": False}))
+    try:
+        box.start(WorkspaceLayout())
+        assert box.mode == "uid"
+        command = _userns_attack(attack)
+        for result in (box.run(command), box.exec(["bash", "-c", command])):
+            assert "MADE" not in result.output and result.exit_code != 0, result.output
+    finally:
+        box.cleanup()
+
+
 USERNS_WORKER = """
 import ctypes, os, subprocess, sys
 def f():

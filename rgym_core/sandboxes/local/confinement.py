@@ -451,7 +451,9 @@ class Confinement:
                 wrapper = [] if self.root_user else [shutil.which("env") or "env", "--"]
             return [*limits, setpriv, "--no-new-privs", "--", *enter, *wrapper, *inner]
         if self.mode == MODE_UID:
-            return [*limits, *drop_privileges_argv(self.uid, self.gid), *inner]
+            # The same filter on nested user namespaces, after the privileges are dropped.
+            wrapper = exec_wrapper_argv() or []
+            return [*limits, *drop_privileges_argv(self.uid, self.gid), *wrapper, *inner]
         return [*limits, *inner]
 
     def popen(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None = None,
