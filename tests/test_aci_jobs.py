@@ -46,9 +46,12 @@ class JobAgent:
 
     def start(self, context: TaskContext) -> None:
         self.tools = context.tools
+        self.context = context
+        self.statuses: list[dict] = []
 
     def act(self, observation: Observation) -> Action:
         self.observations.append(observation)
+        self.statuses.append(self.context.status.snapshot())
         if not self.replies:
             return Action(tool="submit")
         reply = self.replies.pop(0)
@@ -97,6 +100,11 @@ def test_two_jobs_watched_and_the_better_one_submitted(tmp_path: Path) -> None:
     assert "epoch 2 done" in out[7] and "train sse" in out[8]
     assert steps[10]["observation"]["error"] and "exists already" in out[10]
     assert out[11].startswith("[intercept: lines 2-2 of") and "epoch 1 done" in out[11]
+    # The status block told the agent about its jobs, and about each end once.
+    statuses = [agent_status for agent_status in agent.statuses if agent_status.get("jobs")]
+    assert any("3 running (forever, intercept, origin)" in s["jobs"] for s in statuses), statuses
+    ended = [s["jobs"] for s in statuses if "ended since the last step" in s["jobs"]]
+    assert sum("origin (exited 0)" in text for text in ended) == 1, ended
     # The better job's predictions were submitted (the fit with an intercept).
     assert result.status == ExitStatus.SUBMITTED and result.final_scores["r2"] > 0.95
     # The job still running at submit was killed and named.

@@ -12,6 +12,10 @@ The tools are the namespace ``jobs`` (``--tool jobs``, or ``tools: [jobs]`` in a
 task).  A task caps concurrent jobs with ``tool_config: {jobs: {max_jobs: N}}``
 (default :data:`DEFAULT_MAX_JOBS`).  Everything a job's state is made of lives in
 the agent's own workspace: it informs the agent and is never trusted for grading.
+
+With the tools on, the episode's status block (``EpisodeStatus.snapshot()``, which
+the react agent appends to every observation) has a ``jobs`` fact: how many run,
+their memory, and which ended since the last step (:func:`jobs_status`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 
 from rgym_core.tools import Tool, ToolArg, ToolContext, ToolError, ToolResult, ToolSchema
 
-__all__ = ["DEFAULT_MAX_JOBS", "JOBS_DIR", "job_tools"]
+__all__ = ["DEFAULT_MAX_JOBS", "JOBS_DIR", "job_tools", "jobs_status"]
 
 #: The workspace folder holding one folder per job (``pid``, ``started``, ``log``,
 #: ``exit`` once it ended, ``killed`` once ``job_stop`` stopped it).
@@ -228,6 +232,32 @@ class JobStart(_JobTool):
         job = _jobs(ctx, "start", {"name": _name(args), "command": str(args["command"]),
                                    "max_jobs": cap})
         return ToolResult(output=f"started job {_line(job)}", info={"job": job})
+
+    def status(self, ctx: ToolContext) -> dict[str, Any]:
+        return jobs_status(ctx)
+
+
+def jobs_status(ctx: ToolContext) -> dict[str, Any]:
+    """The status block's ``jobs`` fact: jobs running, and jobs that ended since the
+    last status (``"2 running (a, b); ended since the last step: c (exited 0)"``)."""
+    try:
+        jobs = _jobs(ctx, "list", {}, timeout=30)
+    except ToolError:
+        return {}
+    if not jobs:
+        return {}
+    reported: set[str] = ctx.state.setdefault("jobs_reported_ended", set())
+    running = [job["name"] for job in jobs if job["state"] == "running"]
+    ended = [job for job in jobs if job["state"] != "running" and job["name"] not in reported]
+    reported.update(job["name"] for job in ended)
+    text = f"{len(running)} running" + (f" ({', '.join(running)})" if running else "")
+    memory = sum(float(job.get("memory_mb") or 0) for job in jobs if job["state"] == "running")
+    if running:
+        text += f", {memory:.0f} MiB in use"
+    if ended:
+        text += "; ended since the last step: " + ", ".join(
+            f"{job['name']} ({job['state']})" for job in ended)
+    return {"jobs": text}
 
 
 class JobList(_JobTool):
