@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+import tempfile
 import warnings
+from pathlib import Path
 from typing import Any
 
 import click
@@ -88,6 +90,36 @@ def lazy_command(name: str, target: str, help: str, *, hidden: bool = False) -> 
 
 def _split_csv(values: tuple[str, ...] | list[str]) -> list[str]:
     return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def output_folder_problem(path: Path, option: str) -> str | None:
+    """Why ``path`` cannot receive the folders a command writes (``None`` when it can).
+
+    The folder may be missing (it is created then) but its parent must exist: a typo
+    in the parent is caught before anything is written.  Writing is tried for real
+    (an unnamed temporary file, which leaves no entry), so a read-only mount, an
+    immutable folder or missing permissions are all found, for root too.  The
+    answer is one line naming the folder, what is wrong and the fix.
+    """
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        return f"{option} {target}: is a file, not a folder; pick a folder (or move the file away)"
+    folder = target if target.is_dir() else target.parent
+    if not folder.exists():
+        existing = next((p for p in folder.parents if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            return f"{option} {target}: {existing} is a file, not a folder; pick another {option}"
+        return (f"{option} {target}: its parent folder {folder} does not exist; create it "
+                f"(mkdir -p {folder}) or pick another {option}")
+    if not folder.is_dir():
+        return f"{option} {target}: {folder} is a file, not a folder; pick another {option}"
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        return (f"{option} {target}: cannot write in {folder} ({exc.strerror or exc}); pick a folder "
+                f"you can write to")
+    return None
 
 
 def get_registry(ctx: click.Context) -> Registry:
@@ -207,4 +239,4 @@ if __name__ == "__main__":  # `python -m rgym_core.cli`: run the module's import
 
 
 __all__ = ["EXIT_CANCELLED", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "LazyCommand", "cli",
-           "get_registry", "lazy_command", "main"]
+           "get_registry", "lazy_command", "main", "output_folder_problem"]

@@ -133,11 +133,14 @@ def install_hint(name: str, plugins: Iterable[Any] = ()) -> str:
     a pack that is installed but disabled or broken is named with the reason.
     """
     state = {p.distribution: p for p in plugins}
-    for provided in installed():
-        if not matches(provided.name, name):
+    installed_dists = set(state)
+    # Installed metadata first; then the checkout's pyproject.toml files, which also
+    # cover an editable install whose metadata predates its `rgym.provides` table.
+    for provided in [*installed(), *in_folders()]:
+        if not matches(provided.name, name) or provided.distribution not in installed_dists:
             continue
-        info = state.get(provided.distribution)
-        if info is None or info.loaded:
+        info = state[provided.distribution]
+        if info.loaded:
             continue  # loaded: the name it declares is of another kind
         if info.error == "disabled":
             why = "is installed but disabled (--plugins / --disable-plugin, RGYM_PLUGINS / " \
@@ -145,7 +148,6 @@ def install_hint(name: str, plugins: Iterable[Any] = ()) -> str:
         else:
             why = f"is installed but failed to load ({info.error})"
         return f"; it comes with the {provided.distribution} pack, which {why}"
-    installed_dists = {p.distribution for p in plugins}
     for provided in in_folders():
         if provided.distribution in installed_dists:
             continue

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
 import functools
 import importlib.metadata
 import inspect
@@ -379,10 +380,33 @@ class Registry:
         if matches:
             names = ", ".join(sorted(r.name for r in matches))
             raise RegistryError(f"{singular} '{name}' is ambiguous: {names}; use the full name")
-        known = ", ".join(sorted(table)) or "none installed"
-        hint = self.install_hint(name) or \
-            f"; `rgym list {_LIST_WORD.get(kind, kind)}` shows what is installed"
-        raise RegistryError(f"unknown {singular} '{name}' (installed: {known}){hint}")
+        raise RegistryError(self._unknown(kind, name))
+
+    def _unknown(self, kind: str, name: str) -> str:
+        """The one-line message for a name of ``kind`` that no plugin registered: a
+        guess when one is close, the packs that failed to load, and where the name
+        comes from when a pack declares it (:mod:`rgym_core.provides`)."""
+        table = self.table(kind)
+        hint = self.install_hint(name)
+        message = f"unknown {_SINGULAR[kind]} '{name}'"
+        guesses = suggestions(name, table, namespaces=kind == "tools")
+        if guesses:
+            message += f"; did you mean {' or '.join(guesses)}?"
+        notes = [f"pack {dist} failed to load: {error}" for dist, error in self._load_failures(kind)
+                 if f"the {dist} pack" not in hint]
+        if not guesses and not hint:
+            notes.append(f"installed: {', '.join(sorted(table)) or 'none'}")
+        if notes:
+            message += f" ({'; '.join(notes)})"
+        return message + (hint or f"; `rgym list {_LIST_WORD.get(kind, kind)}` shows what is installed")
+
+    def _load_failures(self, kind: str) -> list[tuple[str, str]]:
+        """``(distribution, error)`` of each plugin that failed to import, and of each
+        whose ``rgym_register_<kind>`` hook raised: what they would have registered is missing."""
+        out = [(p.distribution, p.error) for p in self.plugins
+               if not p.loaded and p.error is not None and p.error != "disabled"]
+        out += [(f.distribution, f.error) for f in self.failures if f.hook == f"rgym_register_{kind}"]
+        return list(dict.fromkeys(out))
 
     def install_hint(self, name: str) -> str:
         """``; it comes with ...`` when a pack declares ``name`` (see :mod:`rgym_core.provides`)."""
@@ -425,6 +449,25 @@ class Registry:
                                                self.distributions.get(plugin, plugin)))
             self._commands = commands
         return self._commands
+
+
+def suggestions(name: str, names: Iterable[str], *, namespaces: bool = False, limit: int = 3) -> list[str]:
+    """The registered names closest to a mistyped ``name`` (:mod:`difflib`), at most ``limit``.
+
+    A name without a slash is compared with the short names too (``basline`` ->
+    ``baseline/baseline``), and with ``namespaces`` with the packs' namespaces
+    (``--tool literatur`` -> ``literature``, which enables the whole pack).
+    """
+    candidates: dict[str, str] = {}  # what is compared -> what is suggested
+    for full in sorted(names):
+        candidates.setdefault(full, full)
+        namespace, _, short = full.partition("/")
+        if "/" not in name:
+            candidates.setdefault(short, full)
+            if namespaces:
+                candidates.setdefault(namespace, namespace)
+    close = difflib.get_close_matches(name, list(candidates), n=limit * 2, cutoff=0.75)
+    return list(dict.fromkeys(candidates[c] for c in close))[:limit]
 
 
 def _as_list(items: Any) -> list[Any]:

@@ -5,12 +5,20 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 import click
 
-from rgym_core.cli import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE, _split_csv, get_registry
+from rgym_core.cli import (
+    EXIT_CANCELLED,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    _split_csv,
+    get_registry,
+    output_folder_problem,
+)
 from rgym_core.registry import RegistryError
 from rgym_core.serialization import SpecError, unstructure
 
@@ -77,7 +85,8 @@ _RUN_OPTIONS = [
     once("--token-limit", type=click.IntRange(min=1), help="Token budget."),
     once("--seed", type=int, help="Seed passed to the agent."),
     once("--grader-seed", type=int, help="Seed passed to the grader (RGYM_SEED)."),
-    once("--runs-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs"),
+    # Checked by `output_folder_problem` (one line), not by click (a usage block).
+    once("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"),
          help="Where run directories are written."),
     click.option("--tool", "tools", multiple=True, help="Enable a tool or a tool pack (repeatable)."),
     click.option("--agent-option", "agent_options", multiple=True, metavar="KEY=VALUE",
@@ -138,6 +147,9 @@ def run_cmd(ctx: click.Context, task: str, as_json: bool, quiet: bool, **kwargs:
     """Run one episode of TASK with an agent and print its score and run directory."""
     from rgym_core.runner import RunConfig, RunError, run_episode
 
+    problem = output_folder_problem(kwargs["runs_dir"], "--runs-dir")
+    if problem is not None:
+        _usage_failure(problem, as_json)
     registry = get_registry(ctx)
     values: dict[str, Any] = {"task": task, **config_values(kwargs)}
     if values.get("agent_isolation") == "none":
@@ -154,10 +166,7 @@ def run_cmd(ctx: click.Context, task: str, as_json: bool, quiet: bool, **kwargs:
         with progress:
             result = run_episode(config, registry, progress=progress.update)
     except (RunError, RegistryError, SpecError) as exc:
-        if as_json:
-            click.echo(json.dumps({"error": str(exc), "status": None}))
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+        _usage_failure(str(exc), as_json)
     if as_json:
         click.echo(json.dumps(unstructure(result), indent=2, default=str))
     else:
@@ -165,6 +174,14 @@ def run_cmd(ctx: click.Context, task: str, as_json: bool, quiet: bool, **kwargs:
     if result.status.value in ("cancelled", "ungraded"):  # a signal stopped the run or its grading
         sys.exit(EXIT_CANCELLED)
     sys.exit(EXIT_OK if result.final_scores is not None else EXIT_FAILED)
+
+
+def _usage_failure(message: str, as_json: bool) -> NoReturn:
+    """Exit 2 with ``error: MESSAGE`` on stderr (and a JSON error on stdout with ``--json``)."""
+    if as_json:
+        click.echo(json.dumps({"error": message, "status": None}))
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_USAGE)
 
 
 #: The parameter names :func:`run_options` adds (click's keyword arguments).

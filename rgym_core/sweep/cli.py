@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from rgym_core.cli import EXIT_USAGE, _split_csv, get_registry
+from rgym_core.cli import EXIT_USAGE, _split_csv, get_registry, output_folder_problem
 from rgym_core.commands.run import config_values, parse_pairs, run_cmd
 
 #: ``rgym run`` parameters that are axes or per-cell in a sweep (not shared as is).
@@ -64,7 +64,7 @@ def _sweep_params(func: Any) -> Any:
               help="Episodes per cell of the matrix (default 1).")
 @click.option("--exclude", multiple=True, metavar="PATTERN",
               help="Leave out tasks matching this name or glob (repeatable).")
-@click.option("--sweep-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--sweep-dir", "-o", type=click.Path(path_type=Path),  # checked below, in one line
               help="The sweep folder (default: sweeps/<name>, or sweeps/sweep-<hash of the matrix>). "
                    "Alone, it resumes the sweep its manifest describes.")
 @click.option("--name", help="The sweep's name (its default folder).")
@@ -109,10 +109,14 @@ def sweep(ctx: click.Context, tasks: tuple[str, ...], spec_file: Path | None, ag
             settings = {k: data.pop(k) for k in SWEEP_SETTINGS if k in data}
             base = SweepSpec.from_data(data, where=str(spec_file))
         run = {**base.run, **run_values(ctx, kwargs)}
+        where = "--sweep-dir"
         if sweep_dir is None and settings.get("sweep_dir"):
             sweep_dir = Path(str(settings["sweep_dir"]))
+            where = f"{spec_file}: sweep_dir"
             if spec_file is not None and not sweep_dir.is_absolute():
                 sweep_dir = spec_file.parent / sweep_dir
+        if sweep_dir is not None:
+            _check_output_folder(sweep_dir, where, as_json)
         resume_only = not tasks and spec_file is None and sweep_dir is not None
         if resume_only and sweep_dir is not None:  # a bare `rgym sweep -o DIR`: the manifest's settings
             from rgym_core.sweep.folder import SweepFolder
@@ -128,6 +132,10 @@ def sweep(ctx: click.Context, tasks: tuple[str, ...], spec_file: Path | None, ag
                          exclude=list(exclude) or base.exclude, run=run, name=name or base.name)
     except SweepError as exc:
         raise click.UsageError(str(exc)) from None
+    if sweep_dir is None:  # sweeps/<name>: the folder `sweeps` may be created, its parent must be usable
+        from rgym_core.sweep.engine import sweep_dir_default
+
+        _check_output_folder(sweep_dir_default(spec).parent, "the default sweep folder", as_json)
     limit = max_connections or settings.get("max_connections")
     registry = get_registry(ctx)
     from rgym_core.sweep.session import SweepSession
@@ -150,6 +158,18 @@ def sweep(ctx: click.Context, tasks: tuple[str, ...], spec_file: Path | None, ag
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(code)
+
+
+def _check_output_folder(path: Path, option: str, as_json: bool) -> None:
+    """Exit 2 with one line when the sweep folder cannot be written (see
+    :func:`~rgym_core.cli.output_folder_problem`)."""
+    problem = output_folder_problem(path, option)
+    if problem is None:
+        return
+    if as_json:
+        click.echo(json.dumps({"event": "error", "error": problem}))
+    click.echo(f"error: {problem}", err=True)
+    sys.exit(EXIT_USAGE)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
