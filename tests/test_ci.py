@@ -80,3 +80,27 @@ def test_fullsize_runs_are_deselected_by_default_and_documented() -> None:
     assert re.search(r'^\s+"fullsize: ', config, re.M), "the fullsize marker is declared"
     readme = (REPO / "README.md").read_text()
     assert "-m fullsize" in readme, "the README says how to run the full-size tests"
+
+
+def test_readme_is_short_and_the_docs_name_every_command_and_pack() -> None:
+    """A newcomer reads the README in five minutes; the rest is in docs/, which names
+    every command of the installed CLI and every pack of the repository."""
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 150, "README.md: at most 150 lines (move the rest to docs/)"
+    docs = "\n".join(p.read_text() for p in sorted((REPO / "docs").glob("*.md")))
+    for page in ("user-guide", "isolation", "scoring", "sweeps", "writing-packs", "architecture"):
+        assert f"docs/{page}.md" in readme, f"README.md links docs/{page}.md"
+    import sys
+
+    helptext = subprocess.run([sys.executable, "-m", "rgym_core.cli", "--help"], capture_output=True,
+                              text=True, timeout=120).stdout
+    block = helptext.split("Commands:", 1)[1]
+    commands = re.findall(r"^  (\S+)\s", block, re.M)
+    assert len(commands) > 10, helptext
+    missing = [c for c in commands if f"rgym {c}" not in docs and f"`{c}`" not in docs]
+    assert not missing, f"docs/ never mentions: {', '.join(missing)}"
+    packs = sorted(p.parent.relative_to(REPO).as_posix()
+                   for kind in ("plugins", "agents", "task-packs")
+                   for p in (REPO / kind).glob("*/pyproject.toml"))
+    unnamed = [p for p in packs if p not in readme + docs]
+    assert not unnamed, f"no page names: {', '.join(unnamed)}"
