@@ -44,6 +44,7 @@ from typing import Any
 
 from rgym_core.runcheck import run_problem
 from rgym_core.rundir import RunDir, RunDirError, RunState
+from rgym_core.serialization import unstructure
 from rgym_view.data import iter_runs
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,20 @@ def _range_refs(indices: list[int]) -> list[list[int]]:
         else:
             refs.append([i, i + 1])
     return refs
+
+
+def _integrity(run: Any, result: Any) -> dict[str, Any] | None:
+    """The integrity monitor's verdict and findings for the log's metadata: the run's
+    ``integrity.json`` when it is there, else the summary in ``result.json``."""
+    path = Path(run.path) / "integrity.json"
+    try:
+        data = json.loads(path.read_text())
+        if isinstance(data, dict):
+            return data
+    except (OSError, ValueError):
+        pass
+    summary = result.extras.get("integrity") if result is not None else None
+    return summary if isinstance(summary, dict) else None
 
 
 def _limit(result: Any, budget: dict[str, Any]) -> dict[str, Any] | None:
@@ -324,7 +339,9 @@ def run_to_log(run: RunDir) -> tuple[dict[str, Any], dict[str, Any]]:
     header: dict[str, Any] = {
         "version": LOG_VERSION, "status": status,
         "eval": {"eval_id": _uuid("eval", run_id), "run_id": run_id, "created": created, "task": task,
-                 "task_id": _uuid("task", task, ident.get("profile")), "task_version": 0,
+                 # One log per run: a task_id shared by runs of a task makes Inspect's viewer
+                 # take every earlier run for a retry of the newest and hide it.
+                 "task_id": _uuid("task", task, ident.get("profile"), run_id), "task_version": 0,
                  "task_display_name": task + (f"@{ident['profile']}" if ident.get("profile") else ""),
                  "task_description": description[:2000],
                  "task_attribs": {}, "task_args": {"profile": ident.get("profile")} if ident.get("profile") else {},
@@ -338,7 +355,11 @@ def run_to_log(run: RunDir) -> tuple[dict[str, Any], dict[str, Any]]:
                                        "sandbox": result.sandbox if result else None,
                                        "primary_metric": primary,
                                        "direction": str(result.direction) if result else None,
-                                       "budget": budget}}},
+                                       "budget": budget,
+                                       "integrity": _integrity(run, result),
+                                       "snapshots": [unstructure(s.snapshot) for s in
+                                                     (result.scores if result else [])
+                                                     if s.snapshot is not None]}}},
         "plan": {"name": "plan", "steps": [{"solver": agent, "params": dict(run_cfg.get("agent_options") or {})}],
                  "config": {}},
         "stats": {"started_at": _iso(started_at) or "", "completed_at": _iso(ended) or "",
