@@ -232,6 +232,10 @@ class ChatClient:
             raise ModelCheckError(f"{name}: the server at {self.base_url} refused the API key "
                                   f"(HTTP {response.status_code}: {_error_message(response.text)}); "
                                   f"check {keys} (environment or .env)")
+        problem = unlisted_model(self.model, _listed_models(response))
+        if problem is not None:
+            raise ModelCheckError(f"{name}: {problem} at {self.base_url}; pass one of them as --model "
+                                  f"{self.provider}/NAME")
 
     def estimate_cost(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                       max_tokens: int) -> tuple[float, int]:
@@ -380,3 +384,39 @@ class ChatClient:
             final.attempts = failed.attempts
             raise final from None
         return response
+
+
+def _listed_models(response: httpx.Response) -> list[str]:
+    """The model ids a ``GET /models`` answer lists (OpenAI's and Anthropic's shape:
+    ``{"data": [{"id": ...}, ...]}``); [] when it is not such a list."""
+    if response.status_code != 200:
+        return []
+    try:
+        data = response.json()
+    except ValueError:
+        return []
+    items = data.get("data") if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        return []
+    return [str(item.get("id")) for item in items if isinstance(item, dict) and item.get("id")]
+
+
+def unlisted_model(model: str, listed: list[str]) -> str | None:
+    """Why ``model`` is not among the ``listed`` models of a server (None when it is,
+    or when the server lists none): names match case-insensitively, and a listed
+    ``vendor/name`` or ``name:tag`` matches the bare name the user wrote."""
+    if not listed:
+        return None
+    want = model.lower()
+    for name in listed:
+        low = name.lower()
+        if low == want or low.rsplit("/", 1)[-1] == want or want.rsplit("/", 1)[-1] == low:
+            return None
+    import difflib
+
+    close = difflib.get_close_matches(model, listed, n=3, cutoff=0.6)
+    shown = close or sorted(listed)[:12]
+    more = "" if close or len(listed) <= 12 else f" (and {len(listed) - 12} more)"
+    lead = "did you mean " if close else "it lists "
+    return (f"the server does not serve model '{model}' ({lead}"
+            f"{', '.join(shown)}{more})")

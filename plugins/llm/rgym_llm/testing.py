@@ -93,14 +93,15 @@ class FakeLLMServer:
     context manager or call ``start``/``stop``."""
 
     def __init__(self, script: Iterable[ScriptItem] = (), *, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+                 port: int = 0, models: Iterable[str] = ()) -> None:
         self.script: list[ScriptItem] = list(script)
         self.errors: list[str] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self.http = LoopbackServer(host=host, port=port, protocol="HTTP/1.0", fallback=self._serve)
-        self.http.handle("/v1/models", HttpReply(200, {"object": "list",
-                                                       "data": [{"id": "fake", "object": "model"}]}))
+        # The model list ``GET /v1/models`` answers: empty (any name goes) unless ``models``.
+        self.http.handle("/v1/models", HttpReply(200, {"object": "list", "data": [
+            {"id": name, "object": "model"} for name in models]}))
 
     # -- lifecycle ----------------------------------------------------------------
     @property

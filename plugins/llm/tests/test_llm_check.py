@@ -49,3 +49,37 @@ def test_an_unreachable_server_says_so() -> None:
             client.check(ModelRequirements(timeout_s=2.0))
     finally:
         client.close()
+
+
+def test_a_model_the_server_does_not_list_is_refused_with_the_names_it_lists() -> None:
+    from llm_test_support import KEY, PRICES
+    from rgym_llm.client import ClientOptions
+    from rgym_llm.keys import Secret
+    from rgym_llm.openai_chat import OpenAIChatClient
+
+    with FakeLLMServer(models=["Qwen/Qwen2.5-7B-Instruct", "llama3.1:8b", "gpt-4o"]) as srv:
+        def client(model: str) -> OpenAIChatClient:
+            return OpenAIChatClient(model, provider="openai-test", base_url=srv.base_url,
+                                    options=ClientOptions(connect_timeout=2.0), api_key=Secret(KEY),
+                                    prices=PRICES)
+        with pytest.raises(ModelCheckError, match=r"does not serve model 'Qwen/Qwen2.5-7B-Instruc' "
+                                                  r"\(did you mean Qwen/Qwen2.5-7B-Instruct\)"):
+            client("Qwen/Qwen2.5-7B-Instruc").check(ModelRequirements())
+        with pytest.raises(ModelCheckError, match=r"it lists Qwen/Qwen2.5-7B-Instruct, gpt-4o, llama3.1:8b"):
+            client("totally-else").check(ModelRequirements())
+        for ok in ("gpt-4o", "GPT-4o", "qwen/qwen2.5-7b-instruct", "Qwen2.5-7B-Instruct", "llama3.1:8b"):
+            client(ok).check(ModelRequirements())  # listed (case, vendor prefix aside)
+        assert srv.requests == []  # nothing was paid for
+
+
+def test_rgym_run_refuses_an_unlisted_model_before_the_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from rgym_core.testing import run_cli
+
+    with FakeLLMServer(models=["qwen2.5-7b"]) as srv:
+        proc = run_cli("run", "rgym/demo", "--agent", "react", "--model", "openai-compatible/qwen2.5-7",
+                       "--base-url", srv.base_url, "--runs-dir", str(tmp_path / "runs"),
+                       env={"OPENAI_API_KEY": "sk-test"}, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and "did you mean qwen2.5-7b" in errors[0], proc.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("result.json"))
