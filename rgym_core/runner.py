@@ -661,6 +661,10 @@ class Episode:
             self.hooks.call("rgym_step", episode=self.info, step=step)
             self.progress("step", {"step": step, "status": self.status})
             if observation.info.get("sandbox_error"):
+                if observation.info.get("sandbox_error") in AGENT_CAUSED:
+                    # the agent's own processes used up its limits: its failure, not ours
+                    self._agent_error = self._agent_error or observation.output[-500:]
+                    return EndReason.AGENT_ERROR
                 return EndReason.SANDBOX_ERROR
             if observation.done:
                 return EndReason.SUBMIT
@@ -708,7 +712,10 @@ class Episode:
         exit_code = info.get("exit_code")
         if exit_code in (137, -9) and action.tool == "bash":
             failure = ctx.sandbox.health()
-            if failure is not None:
+            if failure is not None and failure.reason in AGENT_CAUSED:
+                info["sandbox_limit"] = failure.reason  # a killed command: the episode goes on
+                res.output += f"\n[{failure}]"
+            elif failure is not None:
                 info["sandbox_error"] = failure.reason
                 res.output += f"\n[the sandbox failed: {failure}]"
         return Observation(output=res.output, error=res.error, exit_code=exit_code,
@@ -864,6 +871,12 @@ class Episode:
         self.writer.end(result)
         self.writer.close()
         self.progress("end", {"result": result})
+
+
+#: ``SandboxError.reason`` values the agent's own processes cause (memory, processes,
+#: disk used up): a command they kill is an observation; a sandbox they break ends the
+#: episode as the agent's failure (``agent_error``), never as a retryable sandbox error.
+AGENT_CAUSED = frozenset({"oom", "pids", "disk"})
 
 
 def _reap_handle(sandbox: Sandbox) -> dict[str, Any]:

@@ -4,6 +4,8 @@ imported here (the docker SDK, rich): only when a sandbox or a command is used."
 
 from __future__ import annotations
 
+from typing import Any
+
 from rgym_core.hookspecs import hookimpl
 
 SANDBOX_DESCRIPTION = ("one Docker container per episode: non-root agent, read-only root-owned "
@@ -20,7 +22,7 @@ def rgym_register_sandboxes():  # type: ignore[no-untyped-def]
 
         return DockerSandbox(config)
 
-    extra = {}
+    extra: dict[str, Any] = {}
     try:  # a typed limits description, where the core's SandboxSpec has the field
         import attrs
 
@@ -28,6 +30,13 @@ def rgym_register_sandboxes():  # type: ignore[no-untyped-def]
             from rgym_sandbox_docker.limits import describe_limits
 
             extra["limits"] = describe_limits
+        if "reap" in {a.name for a in attrs.fields(SandboxSpec)}:
+            def reap(handle):  # type: ignore[no-untyped-def]
+                from rgym_sandbox_docker.sandbox import reap as reap_container
+
+                return reap_container(handle)
+
+            extra["reap"] = reap
     except Exception:  # noqa: BLE001 - an older core: no limits line in `rgym show`
         pass
     return [SandboxSpec(name="docker/docker", factory=factory, isolated_grading=True,

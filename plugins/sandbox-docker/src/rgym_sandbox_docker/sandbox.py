@@ -20,11 +20,20 @@
   unpacked by the core's :func:`rgym_core.workspace_export.extract_archive`
   (hostile names, links, quota, holes).
 * :meth:`DockerSandbox.grade` runs a grader in a separate short-lived container.
+* :meth:`~DockerSandbox.freeze`/:meth:`~DockerSandbox.thaw` and
+  :meth:`~DockerSandbox.kill_processes` go through the supervisor, which needs no new
+  process for them (the agent may hold every pid); :func:`reap` stops what a killed
+  run's container still runs and :func:`export_left_workspace` copies its workspace.
+  A fork or copy refused because the agent's processes took the room is the agent's
+  doing: ``SandboxError`` reason ``pids``/``oom`` (or an ``OSError`` for a copy),
+  never ``engine``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
 import posixpath
 import shutil
@@ -61,7 +70,12 @@ from rgym_sandbox_docker.limits import (
     episode_limits,
     scratch_mb,
 )
-from rgym_sandbox_docker.shell import ShellSession, SupervisorError
+from rgym_sandbox_docker.shell import (
+    SUPERVISOR_SOURCE,
+    ShellSession,
+    SupervisorError,
+    supervisor_argv,
+)
 
 WORKSPACE = "/home/agent/workspace"
 AGENT = "agent"
@@ -72,6 +86,8 @@ except ImportError:  # an older core
     EVAL_DIR = "/eval"
 #: Exit status of a process killed by SIGKILL (the OOM killer's signal).
 KILLED_EXIT_CODE = 137
+#: errnos of a fork refused for lack of room: the agent's processes or memory.
+_NO_ROOM = (errno.EAGAIN, errno.ENOMEM)
 _FORK_FAILURES = ("fork: retry", "fork: Resource temporarily unavailable",
                   "Cannot allocate memory", "can't start new thread")
 #: Capabilities of the episode container: what the root supervisor needs (drop to the
@@ -281,6 +297,11 @@ class DockerSandbox(Sandbox):
             failure = self._container_failure()
             if failure is not None:
                 raise failure from exc
+            if getattr(exc, "errno", None) in _NO_ROOM:  # the agent's processes took the room
+                reason = "pids" if exc.errno == errno.EAGAIN else "oom"  # type: ignore[union-attr]
+                raise SandboxError(f"the sandbox's {'process' if reason == 'pids' else 'memory'} "
+                                   f"limit is exhausted by the agent's processes: {exc}",
+                                   reason) from exc
             raise SandboxError(f"the Docker engine failed: {exc}", "engine") from exc
 
     def run(self, command: str, *, timeout: float | None = None,
@@ -324,7 +345,14 @@ class DockerSandbox(Sandbox):
         return None
 
     def _counters(self) -> dict[str, int]:
-        """OOM kills and refused forks so far (cgroup v1 or v2 files)."""
+        """OOM kills and refused forks so far (cgroup v1 or v2 files): read by the
+        supervisor (no process to start: works when the agent took every pid), else by
+        a separate exec."""
+        if self.shell is not None and self.shell.alive:
+            try:
+                return self.shell.counters()
+            except Exception:  # noqa: BLE001 - an older or broken session: the exec below
+                pass
         try:
             out = run_collect(
                 self.client.api, self.container.id,
@@ -457,8 +485,15 @@ class DockerSandbox(Sandbox):
         failure: BaseException | None = None
         report: ExportReport | None = None
         with self._engine_errors():
-            stream = self.shell.pack(root, include=list(include) if include is not None else None,
-                                     exclude=list(exclude), quota=quota_bytes)
+            try:
+                stream = self.shell.pack(root, include=list(include) if include is not None
+                                         else None, exclude=list(exclude), quota=quota_bytes)
+            except SupervisorError as exc:
+                if exc.errno not in _NO_ROOM:
+                    raise
+                raise OSError(exc.errno, f"{label}: could not be copied out: the agent's own "
+                                         f"processes leave no room in the sandbox for the copy "
+                                         f"({os.strerror(exc.errno)})") from exc
             with stream:
                 try:
                     report = extract_archive(
@@ -528,6 +563,56 @@ class DockerSandbox(Sandbox):
             if dest.is_dir() and not dest.is_symlink():
                 shutil.rmtree(dest, ignore_errors=True)  # nothing half-copied is left
             raise
+
+    # -- stopping the agent -------------------------------------------------------
+
+    def freeze(self) -> None:
+        """Stop every agent process (SIGSTOP from the root supervisor, looped until none
+        runs unstopped).  Not ``docker pause``: the copy-out goes through the supervisor's
+        exec, which a paused container would freeze too."""
+        self._check_alive()
+        assert self.shell is not None
+        with self._engine_errors():
+            self.shell.freeze()
+
+    def thaw(self) -> None:
+        """Continue what :meth:`freeze` stopped (nothing without a freeze)."""
+        if self.shell is None or self._closed or not self.shell.alive:
+            return  # a new session never froze anything (an ended one thawed on exit)
+        with self._engine_errors():
+            self.shell.thaw()
+
+    def kill_processes(self) -> list[str]:
+        """Kill every agent process (the idle shell session stays); the container and
+        its workspace stay for the copy-out.  The command lines are read from /proc by
+        the supervisor before the kill, ~200 characters each."""
+        self._check_alive()
+        assert self.shell is not None
+        with self._engine_errors():
+            return self.shell.kill_all(keep_shell=True)
+
+    def reap_handle(self) -> dict[str, Any]:
+        """The container (id and engine), for :func:`reap` after rgym itself died."""
+        if self.container is None:
+            return {}
+        return {"backend": "docker", "container": self.container.id,
+                "engine": self._engine_id(), "uid": AGENT_UID, "run_id": self.config.run_id}
+
+    @classmethod
+    def attach(cls, handle: Mapping[str, Any], config: SandboxConfig | None = None
+               ) -> DockerSandbox:
+        """The sandbox of a killed run's container, still running (see :func:`reap`),
+        with a fresh supervisor session: :meth:`export_workspace` and
+        :meth:`copy_out` work on it; :meth:`cleanup` removes the container."""
+        box = cls(config or SandboxConfig(run_id=str(handle.get("run_id") or "reaped")))
+        box.client = lifecycle.docker_client()
+        box.container = box.client.containers.get(str(handle["container"]))
+        box.image = (box.container.image.tags or [box.container.image.id])[0]
+        box.shell = ShellSession(box.client.api, box.container.id, user=AGENT,
+                                 workdir=WORKSPACE, environment=_agent_env(box.config.env))
+        lifecycle.track(box)
+        box.shell.start()
+        return box
 
     # -- grading -------------------------------------------------------------------
 
@@ -630,6 +715,94 @@ class DockerSandbox(Sandbox):
         lifecycle.untrack(self)
         if container is not None:
             _remove_quietly(container)
+        client, self.client = self.client, None
+        if client is not None:  # its pooled engine connections (a sweep runs thousands)
+            with contextlib.suppress(Exception):
+                client.close()
+
+
+def reap(handle: Mapping[str, Any]) -> list[str]:
+    """Kill what a killed run's container still runs (``SandboxSpec.reap``), keeping
+    the container and its workspace.  Returns the command lines killed.
+
+    A fresh root exec runs the supervisor's ``killall``; when the agent's processes
+    leave no room for that exec (pids exhausted), the container is paused (the cgroup
+    freezer: nothing forks), the agent's processes are killed from the host by their
+    host pids (``docker top``: a local engine), and the exec is tried again."""
+
+    if not handle.get("container"):
+        return []
+    client = lifecycle.docker_client()
+    try:
+        return _reap(client, handle)
+    finally:
+        client.close()
+
+
+def _reap(client: Any, handle: Mapping[str, Any]) -> list[str]:
+    import docker.errors
+
+    try:
+        container = client.containers.get(str(handle["container"]))
+    except docker.errors.NotFound:
+        return []
+    if container.status not in ("running", "paused"):
+        return []
+    uid = str(handle.get("uid", AGENT_UID))
+    killed: list[str] = []
+    if container.status == "paused":
+        container.unpause()
+    for attempt in range(3):
+        try:
+            done = run_collect(client.api, container.id, supervisor_argv("killall", uid),
+                               user="root", input=SUPERVISOR_SOURCE, timeout=60)
+            if done.exit_code == 0:
+                return killed + [str(x) for x in json.loads(done.stdout.decode() or "[]")]
+        except (docker.errors.APIError, StreamClosed, ConnectionError, ValueError):
+            pass
+        if attempt < 2:
+            killed += _kill_from_host(container, int(uid))
+    raise SandboxError(f"could not stop the processes of container {container.short_id}",
+                       "engine")
+
+
+def export_left_workspace(handle: Mapping[str, Any], dest: Path, *,
+                          exclude: Sequence[str] = ()) -> ExportReport:
+    """Copy a killed run's workspace out of its container (call :func:`reap` first)
+    into the new host folder ``dest``, then remove the container: what ``rgym grade``
+    archives for a Docker run whose rgym process died."""
+    box = DockerSandbox.attach(handle)
+    try:
+        return box.export_workspace(dest, exclude=exclude)
+    finally:
+        box.cleanup()
+
+
+def _kill_from_host(container: Any, uid: int) -> list[str]:
+    """Pause the container, SIGKILL its processes of ``uid`` by host pid (a local
+    engine: their /proc is this host's), unpause (the kills land).  Their command
+    lines are read from the host's /proc."""
+    lines: list[str] = []
+    container.pause()
+    try:
+        top = container.top(ps_args="-eo pid,uid")
+        titles = [t.upper() for t in top.get("Titles", [])]
+        for row in top.get("Processes") or []:
+            info = dict(zip(titles, row, strict=False))
+            if str(info.get("UID")) != str(uid) or not str(info.get("PID", "")).isdigit():
+                continue
+            pid = int(info["PID"])
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    raw = fh.read(800)
+                os.kill(pid, 9)
+            except OSError:
+                continue  # gone, or not this host's process (a remote engine)
+            text = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+            lines.append(text if len(text) <= 200 else text[:197] + "...")
+    finally:
+        container.unpause()
+    return lines
 
 
 class _Background:

@@ -57,7 +57,13 @@ def supervisor_argv(*args: str) -> list[str]:
 
 
 class SupervisorError(RuntimeError):
-    """The supervisor failed or sent something unexpected."""
+    """The supervisor failed or sent something unexpected.  ``errno``: the error number
+    of the supervisor's failed system call, when it reported one (``EAGAIN``: the
+    agent's processes left no room for a fork)."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 def ansi_c_quote(text: str) -> str:
@@ -225,7 +231,8 @@ class ShellSession:
             raise TimeoutError(f"the container's supervisor did not answer ({event})")
         header, payload = frame
         if header.get("ev") == "error":
-            raise SupervisorError(f"the container's supervisor failed: {header.get('error')}")
+            raise SupervisorError(f"the container's supervisor failed: {header.get('error')}",
+                                  header.get("errno"))
         if header.get("ev") != event:
             raise SupervisorError(f"unexpected answer from the supervisor: {header}")
         return header, payload
@@ -327,6 +334,33 @@ class ShellSession:
                         ["python3", "-I", "-S", "-c", "import os, sys; os.kill(int(sys.argv[1]), 9)",
                          str(self.supervisor_pid)], user="root", timeout=30)
 
+    def request(self, op: str, answer: str, timeout: float = 60.0,
+                **fields: Any) -> dict[str, Any]:
+        """One request to the supervisor (started if needed) and its answer's header."""
+        with self._lock:
+            self._ensure()
+            self._send({"op": op, **fields})
+            header, _ = self._expect(answer, time.monotonic() + timeout)
+            return header
+
+    def kill_all(self, *, keep_shell: bool = False) -> list[str]:
+        """Kill every process of the agent user (the shell too unless ``keep_shell``
+        and it is idle); their command lines as the supervisor read them in /proc."""
+        header = self.request("killall", "killedall", keep_shell=keep_shell)
+        return [str(c) for c in header.get("commands") or []]
+
+    def freeze(self) -> int:
+        """Stop every process of the agent user (SIGSTOP, looped until none runs)."""
+        return int(self.request("freeze", "frozen").get("count", 0))
+
+    def thaw(self) -> int:
+        return int(self.request("thaw", "thawed").get("count", 0))
+
+    def counters(self) -> dict[str, int]:
+        """OOM kills and refused forks of the container, read by the supervisor."""
+        header = self.request("counters", "counters", timeout=30)
+        return {"oom": int(header.get("oom", 0)), "pids": int(header.get("pids", 0))}
+
     def user_id(self) -> str:
         if self.user.isdigit():
             return self.user
@@ -410,7 +444,8 @@ class PackStream:
             return True
         self.done = True
         if header.get("ev") == "error":
-            raise SupervisorError(f"the container's supervisor failed: {header.get('error')}")
+            raise SupervisorError(f"the container's supervisor failed: {header.get('error')}",
+                                  header.get("errno"))
         self.report = header.get("report") or {}
         self.exit = header.get("exit")
         self.stderr = header.get("stderr") or ""

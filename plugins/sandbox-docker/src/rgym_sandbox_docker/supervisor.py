@@ -32,11 +32,23 @@ directory).  Before and after every command the shell is checked: still the
 execute-only binary, no file mapped into it that the agent could have written
 (``LD_PRELOAD``, ``enable -f``), still reading its own stdin when idle.  A shell
 found otherwise is killed and restarted, and the host is told why.
+
+Control under exhaustion.  The agent may take every slot of the container's
+process limit (or its memory); the supervisor keeps working without a new process
+of its own: ``freeze``/``thaw`` (SIGSTOP every process of the agent user, looped
+until none runs unstopped; SIGCONT), ``killall`` (read each process's command line
+from /proc, then SIGKILL them all) and ``counters`` only signal and read /proc and
+cgroup files; the copy-out's walk runs in this process with the agent's effective
+ids, and its ``tar`` starts from a :class:`Reserve` process forked ahead of time
+when no fork fits.  A shell that cannot be restarted for lack of room is restarted
+after every process of the agent is killed (the agent is told).  Errors carry their
+``errno``, so the host can tell the agent's exhaustion from a failure of rgym's.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -44,6 +56,7 @@ import pwd
 import select
 import shutil
 import signal
+import socket
 import stat
 import struct
 import subprocess
@@ -196,6 +209,65 @@ def signal_all(pids: Iterable[int], sig: int) -> None:
             pass
 
 
+#: errnos of a fork or exec refused for lack of room (the agent's processes or memory).
+NO_ROOM = (errno.EAGAIN, errno.ENOMEM)
+#: Characters of a killed process's command line that are reported.
+CMDLINE_CHARS = 200
+
+
+def proc_state(pid: int) -> str | None:
+    """The one-letter state of a process (``T``: stopped), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            data = fh.read()
+        return data[data.rindex(")") + 2:].split()[0]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def proc_cmdline(pid: int) -> str | None:
+    """A process's command line as /proc has it (the kernel's copy), shortened."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            raw = fh.read(4 * CMDLINE_CHARS)
+    except OSError:
+        return None
+    text = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+    if not text:  # a kernel thread or a process that cleared its arguments: its name
+        try:
+            with open(f"/proc/{pid}/comm") as fh:
+                text = "[" + fh.read().strip() + "]"
+        except OSError:
+            return None
+    return text if len(text) <= CMDLINE_CHARS else text[:CMDLINE_CHARS - 3] + "..."
+
+
+def stop_all(uid: int, freezer: Freezer | None, exclude: Iterable[int] = ()) -> list[int]:
+    """SIGSTOP every process of ``uid`` (but ``exclude``) until none runs unstopped
+    (a fork in progress yields a child after the first pass: looped); returns the pids
+    that were not stopped before (the ones :func:`continue_all` lets go)."""
+    skip = set(exclude)
+    before = {p for p in agent_pids(uid, None, skip) if proc_state(p) in ("T", "t")}
+    if freezer is not None:
+        freezer.freeze()  # every process of the user in one pass of the kernel
+    stopped: set[int] = set()
+    for _ in range(1000):
+        running = [p for p in agent_pids(uid, None, skip)
+                   if p not in before and proc_state(p) not in ("T", "t", None)]
+        if not running:
+            break
+        signal_all(running, signal.SIGSTOP)
+        stopped.update(running)
+        time.sleep(0.001)
+    if freezer is not None:
+        freezer.arm()
+    return sorted({p for p in agent_pids(uid, None, skip) if p not in before} | stopped)
+
+
+def continue_all(pids: Iterable[int]) -> None:
+    signal_all(pids, signal.SIGCONT)
+
+
 class Freezer:
     """Stops every process of the agent user at once: ``kill(-1, SIGSTOP)`` sent *as*
     that user reaches all of its processes in one pass of the kernel, and a fork in
@@ -269,6 +341,105 @@ class Freezer:
             self.pid = None
 
 
+class Reserve:
+    """A process forked ahead of time and kept root and idle, that becomes one program
+    of the agent user when asked: the copy-out's ``tar`` still starts when the agent's
+    processes have taken every slot of the container's process limit.  It receives
+    the program, its user and its three standard descriptors over a socket pair; the
+    next :meth:`arm` forks a new one (when there is room)."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.sock: socket.socket | None = None
+
+    def arm(self) -> bool:
+        if self.pid is not None:
+            return True
+        try:
+            mine, theirs = socket.socketpair()
+            pid = os.fork()
+        except OSError:
+            return False
+        if pid == 0:
+            try:
+                mine.close()
+                keep = theirs.fileno()
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.closerange(3, keep)
+                os.closerange(keep + 1, 1 << 16)
+                msg, fds, _, _ = socket.recv_fds(theirs, 1 << 20, 3)
+                if not msg or len(fds) != 3:
+                    os._exit(0)
+                job = json.loads(msg.decode())
+                for target, fd in enumerate(fds):
+                    os.dup2(fd, target)
+                os.closerange(3, 1 << 16)
+                os.setpriority(os.PRIO_PROCESS, 0, 0)
+                os.setgroups([])
+                os.setresgid(job["gid"], job["gid"], job["gid"])
+                os.setresuid(job["uid"], job["uid"], job["uid"])
+                os.chdir(job["cwd"])
+                os.execvpe(job["argv"][0], job["argv"], job["env"])
+            finally:
+                os._exit(127)
+        theirs.close()
+        self.pid, self.sock = pid, mine
+        return True
+
+    def spawn(self, argv: list[str], fds: tuple[int, int, int], *, uid: int, gid: int,
+              env: dict[str, str], cwd: str = "/") -> int | None:
+        """Run ``argv`` in the reserve process; its pid (a child of this one), or None
+        when no reserve is armed."""
+        if self.pid is None or self.sock is None:
+            return None
+        pid, sock = self.pid, self.sock
+        self.pid = self.sock = None
+        job = {"argv": argv, "uid": uid, "gid": gid, "env": env, "cwd": cwd}
+        try:
+            socket.send_fds(sock, [json.dumps(job).encode()], list(fds))
+        except OSError:
+            return None
+        finally:
+            sock.close()
+        return pid
+
+    def close(self) -> None:
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+            if self.sock is not None:
+                self.sock.close()
+            self.pid = self.sock = None
+
+
+class AgentView:
+    """Act with the agent user's file permissions in this process (effective uid and
+    gid only: the real and saved ids stay root's, so the agent can neither signal nor
+    trace the supervisor meanwhile, and the effective ids come back on exit)."""
+
+    def __init__(self, uid: int, gid: int) -> None:
+        self.uid, self.gid = uid, gid
+
+    def __enter__(self) -> AgentView:
+        os.setgroups([])
+        os.setresgid(-1, self.gid, -1)
+        try:
+            os.setresuid(-1, self.uid, -1)
+        except OSError:
+            os.setresgid(-1, 0, -1)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.setresuid(-1, 0, -1)
+        os.setresgid(-1, 0, -1)
+
+
 def kill_young(uid: int, since: int | None, exclude: Iterable[int] = (),
                freezer: Freezer | None = None) -> int:
     """Kill every process of ``uid`` started since ``since`` (all of them when None),
@@ -302,6 +473,50 @@ def kill_young(uid: int, since: int | None, exclude: Iterable[int] = (),
     if freezer is not None:
         freezer.arm()
     return len(stopped)
+
+
+def kill_all(uid: int, freezer: Freezer | None, keep: Iterable[int] = ()) -> list[str]:
+    """Stop every process of ``uid`` (but ``keep``), read their command lines from
+    /proc, kill them all and wait until none is left; returns the command lines."""
+    keep = set(keep)
+    victims = stop_all(uid, freezer, keep)
+    stopped_before = [p for p in agent_pids(uid, None, keep) if p not in victims]
+    everyone = victims + stopped_before
+    lines = [line for line in (proc_cmdline(p) for p in everyone) if line is not None]
+    signal_all(everyone, signal.SIGKILL)
+    for _ in range(500):
+        rest = agent_pids(uid, None, keep)
+        if not rest:
+            break
+        lines += [line for line in (proc_cmdline(p) for p in rest if p not in everyone)
+                  if line is not None]
+        everyone += [p for p in rest if p not in everyone]
+        signal_all(rest, signal.SIGKILL)
+        reap()
+        time.sleep(0.01)
+    reap()
+    return lines
+
+
+def read_counters() -> dict[str, int]:
+    """OOM kills and refused forks of the container so far (cgroup v1 or v2 files),
+    read without starting a process."""
+    counts = {"oom": 0, "pids": 0}
+    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/pids.events",
+                 "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/pids/pids.events"):
+        try:
+            with open(path) as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1].isdigit():
+                if parts[0] == "oom_kill":
+                    counts["oom"] = max(counts["oom"], int(parts[1]))
+                elif parts[0] == "max":
+                    counts["pids"] = max(counts["pids"], int(parts[1]))
+    return counts
 
 
 def reap() -> None:
@@ -678,6 +893,10 @@ class Session:
         self.cfg: dict[str, Any] = {}
         self.shell_file: tuple[int, int] = (0, 0)
         self.count = 0
+        #: The processes :meth:`op_freeze` stopped (continued by :meth:`op_thaw`).
+        self.frozen: list[int] = []
+        #: A process kept ready for the copy-out's tar (see :class:`Reserve`).
+        self.reserve = Reserve()
 
     def serve(self) -> None:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
@@ -698,15 +917,19 @@ class Session:
             try:
                 handler(request)
             except Exception as exc:  # noqa: BLE001 - reported, the session goes on
-                send({"ev": "error", "error": f"{type(exc).__name__}: {exc}"})
+                send({"ev": "error", "error": f"{type(exc).__name__}: {exc}",
+                      "errno": getattr(exc, "errno", None)})
         self.stop()
 
     def stop(self) -> None:
+        continue_all(self.frozen)  # never leave the agent frozen behind a closed session
+        self.frozen = []
         if self.shell is not None:
             self.shell.kill()
             self.shell = None
         if self.freezer is not None:
             self.freezer.close()
+        self.reserve.close()
 
     # -- requests
 
@@ -733,18 +956,33 @@ class Session:
             untarred = {"exit": code, "error": err}
         self.freezer = Freezer(cfg["uid"], cfg["gid"])
         self.freezer.arm()
+        self.reserve.arm()
         self.shell = Shell(cfg, 0, self.freezer)
         self.shell.start(cfg["workdir"])
         send({"ev": "ready", "pid": self.shell.pid, "cwd": self.shell.cwd,
               "supervisor": os.getpid(), "untarred": untarred})
 
-    def _restart(self, cwd: str | None) -> Shell:
+    def _restart(self, cwd: str | None, notes: list[dict[str, Any]] | None = None) -> Shell:
         old = self.shell
         if old is not None:
             old.kill()
         self.count += 1
         shell = self.shell = Shell(self.cfg, self.count, self.freezer)
-        shell.start(cwd)
+        try:
+            shell.start(cwd)
+        except OSError as exc:
+            if exc.errno not in NO_ROOM:
+                raise
+            # the agent's own processes leave no room for its shell: they go, the shell
+            # comes back (the supervisor keeps control; the agent is told)
+            shell.kill()
+            killed = kill_all(self.cfg["uid"], self.freezer)
+            if notes is not None:
+                notes.append({"kind": "warning", "why": (
+                    f"the sandbox's process or memory limit left no room to restart the shell: "
+                    f"all {len(killed)} of the agent's processes were killed")})
+            shell = self.shell = Shell(self.cfg, self.count, self.freezer)
+            shell.start(cwd)
         return shell
 
     def _current(self) -> Shell:
@@ -757,12 +995,12 @@ class Session:
         capture = Capture(int(request.get("keep") or (1 << 20)))
         shell = self._current()
         if not shell.alive():
-            shell = self._restart(shell.cwd)
+            shell = self._restart(shell.cwd, notes)
             notes.append({"kind": "restarted", "cwd": shell.cwd})
         else:  # an idle shell still runs its signal traps: one may have exec'd
             why = shell.tampering(self.shell_file)
             if why:
-                shell = self._restart(shell.read_cwd() or shell.cwd)
+                shell = self._restart(shell.read_cwd() or shell.cwd, notes)
                 notes.append({"kind": "tampered", "why": why, "cwd": shell.cwd})
         try:
             code, timed_out, note = shell.command(request["cmd"], request.get("timeout"),
@@ -790,7 +1028,7 @@ class Session:
                 restart = {"kind": "tampered", "why": why, "cwd": cwd}
                 code = None
         if restart is not None:
-            cwd = self._restart(cwd).cwd
+            cwd = self._restart(cwd, notes).cwd
             restart["cwd"] = cwd
             notes.append(restart)
         else:
@@ -807,6 +1045,34 @@ class Session:
         n = kill_young(self.cfg["uid"], None if since is None else int(since), exclude,
                        freezer=self.freezer)
         send({"ev": "killed", "count": n})
+
+    def op_killall(self, request: dict[str, Any]) -> None:
+        """Kill every process of the agent (the idle shell too, unless ``keep_shell``);
+        answers with their command lines as /proc has them."""
+        keep: list[int] = []
+        shell = self.shell
+        if request.get("keep_shell") and shell is not None and shell.alive():
+            for _ in range(50):  # between commands it is idle (it may be just returning)
+                if shell.idle():
+                    keep = [shell.pid]
+                    break
+                time.sleep(0.01)
+        lines = kill_all(self.cfg["uid"], self.freezer, keep)
+        self.frozen = []
+        send({"ev": "killedall", "commands": lines})
+
+    def op_freeze(self, request: dict[str, Any]) -> None:
+        """Stop every process of the agent until ``thaw``."""
+        self.frozen = sorted(set(self.frozen) | set(stop_all(self.cfg["uid"], self.freezer)))
+        send({"ev": "frozen", "count": len(self.frozen)})
+
+    def op_thaw(self, request: dict[str, Any]) -> None:
+        continue_all(self.frozen)
+        count, self.frozen = len(self.frozen), []
+        send({"ev": "thawed", "count": count})
+
+    def op_counters(self, request: dict[str, Any]) -> None:
+        send({"ev": "counters", **read_counters()})
 
     def _extract(self, dest: str, size: int) -> tuple[int, str]:
         """Extract the next ``size`` bytes of the host's input (a tar) into ``dest`` as
@@ -841,70 +1107,82 @@ class Session:
         send({"ev": "untarred", "exit": code, "error": err})
 
     def op_pack(self, request: dict[str, Any]) -> None:
-        """Stream a tar of ``root`` (files the agent user can read) as chunk frames."""
+        """Stream a tar of ``root`` (files the agent user can read) as chunk frames.
+
+        The walk runs in this process with the agent's effective ids (no fork), the
+        names go to a memory file, and ``tar`` starts as the agent user, from the
+        :class:`Reserve` when the agent's processes leave no room for a fork."""
         root = request["root"]
-        names_r, names_w = os.pipe()
-        report_r, report_w = os.pipe()
-        walker = os.fork()
-        if walker == 0:  # the walk runs as the agent user: its view of the workspace
-            try:
-                os.close(names_r)
-                os.close(report_r)
-                normal_priority()
-                os.setgroups([])
-                os.setresgid(self.cfg["gid"], self.cfg["gid"], self.cfg["gid"])
-                os.setresuid(self.cfg["uid"], self.cfg["uid"], self.cfg["uid"])
-                report = walk(root, request, names_w)
-                os.close(names_w)
-                write_all(report_w, json.dumps(report).encode())
-                os._exit(0)
-            except BaseException as exc:  # noqa: BLE001
+        uid, gid = self.cfg["uid"], self.cfg["gid"]
+        names = os.memfd_create("rgym-names", os.MFD_CLOEXEC)
+        try:
+            with AgentView(uid, gid):
                 try:
-                    write_all(report_w, json.dumps({"error": repr(exc)}).encode())
-                finally:
-                    os._exit(1)
-        os.close(names_w)
-        os.close(report_w)
-        is_dir = os.path.isdir(root) and not os.path.islink(root)
-        base = root if is_dir else os.path.dirname(root) or "/"
+                    report = walk(root, request, names)
+                except Exception as exc:  # noqa: BLE001 - reported to the host
+                    report = {"error": repr(exc)}
+            os.lseek(names, 0, os.SEEK_SET)
+            is_dir = os.path.isdir(root) and not os.path.islink(root)
+            base = root if is_dir else os.path.dirname(root) or "/"
+            argv = ["tar", "-c", "-f", "-", "--format=gnu", "--sparse", "--numeric-owner",
+                    "--ignore-failed-read", "--warning=no-file-changed",
+                    "--warning=no-file-removed", "-C", base, "--no-recursion", "--null",
+                    "--verbatim-files-from", "-T", "-"]
+            env = {"PATH": self.cfg["env"].get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            try:
+                wait = self._start_tar(argv, (names, out_w, err_w), uid=uid, gid=gid, env=env)
+            except BaseException:
+                for fd in (out_r, err_r):
+                    os.close(fd)
+                raise
+            finally:
+                os.close(out_w)
+                os.close(err_w)
+        finally:
+            os.close(names)
         # the archive entry that stands for ``root``: "." for a folder, else its name
         send({"ev": "pack-start", "root": "." if is_dir else os.path.basename(root)})
-        tar = subprocess.Popen(
-            ["tar", "-c", "-f", "-", "--format=gnu", "--sparse", "--numeric-owner",
-             "--ignore-failed-read", "--warning=no-file-changed", "--warning=no-file-removed",
-             "-C", base, "--no-recursion", "--null", "--verbatim-files-from", "-T", "-"],
-            stdin=names_r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            user=self.cfg["uid"], group=self.cfg["gid"], extra_groups=[], cwd="/",
-            env={"PATH": self.cfg["env"].get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
-            preexec_fn=normal_priority)
-        os.close(names_r)
-        assert tar.stdout is not None and tar.stderr is not None
-        out = tar.stdout.fileno()
-        err_fd = tar.stderr.fileno()
         errors = bytearray()
-        raw = bytearray()
-        open_fds = [out, err_fd, report_r]
+        open_fds = [out_r, err_r]
         while open_fds:
             ready, _, _ = select.select(open_fds, [], [])
             for fd in ready:
                 data = os.read(fd, CHUNK)
                 if not data:
                     open_fds.remove(fd)
-                elif fd == out:
+                    os.close(fd)
+                elif fd == out_r:
                     send({"ev": "chunk"}, data)
-                elif fd == report_r:
-                    raw += data
                 elif len(errors) < 8000:
                     errors += data
-        code = tar.wait()
-        os.waitpid(walker, 0)
-        os.close(report_r)
-        try:
-            report = json.loads(bytes(raw).decode() or "{}")
-        except ValueError:
-            report = {"error": "the workspace walk failed"}
+        code = wait()
+        self.reserve.arm()
         send({"ev": "packed", "exit": code, "stderr": errors.decode("utf-8", "replace"),
               "report": report})
+
+    def _start_tar(self, argv: list[str], fds: tuple[int, int, int], *, uid: int, gid: int,
+                   env: dict[str, str]) -> Any:
+        """Start ``argv`` as the agent with ``fds`` as its stdin, stdout and stderr;
+        returns a function that waits for it and gives its exit status."""
+        try:
+            proc = subprocess.Popen(argv, stdin=fds[0], stdout=fds[1], stderr=fds[2],
+                                    user=uid, group=gid, extra_groups=[], cwd="/", env=env,
+                                    preexec_fn=normal_priority)
+            return proc.wait
+        except OSError as exc:
+            if exc.errno not in NO_ROOM:
+                raise
+            pid = self.reserve.spawn(argv, fds, uid=uid, gid=gid, env=env)
+            if pid is None:
+                raise
+
+        def wait() -> int:
+            _, status = os.waitpid(pid, 0)
+            return os.waitstatus_to_exitcode(status)
+
+        return wait
 
     def op_stop(self, request: dict[str, Any]) -> None:
         self.stop()
@@ -992,7 +1270,7 @@ def walk(root: str, request: dict[str, Any], out_fd: int) -> dict[str, Any]:
             if stat.S_ISDIR(est.st_mode):
                 if est.st_dev != top_dev:
                     continue  # another file system: a dataset mount
-                if not os.access(entry.path, os.R_OK | os.X_OK):
+                if not os.access(entry.path, os.R_OK | os.X_OK, effective_ids=True):
                     skip(rel, "unreadable folder")
                     continue
                 if include is None:
@@ -1001,7 +1279,7 @@ def walk(root: str, request: dict[str, Any], out_fd: int) -> dict[str, Any]:
             elif stat.S_ISREG(est.st_mode):
                 if include is not None and not any(glob_match(rel, p) for p in include):
                     continue
-                if not os.access(entry.path, os.R_OK):
+                if not os.access(entry.path, os.R_OK, effective_ids=True):
                     skip(rel, "unreadable file")
                     continue
                 total += est.st_size
@@ -1032,6 +1310,10 @@ def main(argv: list[str]) -> None:
         since = None if argv[3] == "-" else int(argv[3])
         gid = pwd.getpwuid(uid).pw_gid if uid in {e.pw_uid for e in pwd.getpwall()} else uid
         print(kill_young(uid, since, [int(p) for p in argv[4:]], freezer=Freezer(uid, gid)))
+    elif mode == "killall":  # killall UID: what a killed run left (``reap``)
+        uid = int(argv[2])
+        gid = pwd.getpwuid(uid).pw_gid if uid in {e.pw_uid for e in pwd.getpwall()} else uid
+        print(json.dumps(kill_all(uid, Freezer(uid, gid))))
     else:
         sys.exit(f"unknown mode {mode!r}")
 
