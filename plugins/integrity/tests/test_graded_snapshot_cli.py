@@ -132,6 +132,7 @@ def titanic_runs(tmp_path_factory) -> Path:
                                              f".write(base64.b64decode('{payload}'))\""}},
         {"tool": "submit"}]))
     runs = root / "runs"
+    runs.mkdir()  # --runs-dir's parent must exist
     for name, extra in (("copied", ["--agent-option", f"script={script}"]), ("honest", [])):
         proc = rgym("run", "mlgym/titanic", "--data-dir", str(DATA), "--runs-dir", str(runs / name), "-q",
                     *extra)

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from rgym_integrity import integrity_problems
 
-from rgym_core import load_task
+from rgym_core import TaskSpec, load_task
 
 PACK = Path(__file__).resolve().parents[1]
 PD = PACK / "rgym_task_gametheory" / "tasks" / "prisoners-dilemma"
@@ -19,6 +20,12 @@ PD = PACK / "rgym_task_gametheory" / "tasks" / "prisoners-dilemma"
 def rgym(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "rgym_core.cli", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=600)
+
+
+def _near_baseline(score: float, task: TaskSpec) -> bool:
+    """``score`` is within the task's recorded baseline tolerance of its baseline."""
+    assert task.baseline is not None
+    return abs(score - task.baseline_scores["Score"]) <= task.baseline.tolerance_for("Score")
 
 
 @pytest.mark.slow
@@ -53,4 +60,17 @@ def test_workspace_holds_no_opponent_and_the_starter_scores_the_baseline(tmp_pat
     assert sorted(listing.split()) == ["evaluate.py", "strategy.py"]
     assert found.split() == ["done"], found
     result = json.loads((run_dir / "result.json").read_text())
-    assert result["final_scores"]["Score"] == load_task(PD).baseline_scores["Score"]
+    assert _near_baseline(result["final_scores"]["Score"], load_task(PD))
+
+
+@pytest.mark.parametrize("task", ["prisoners-dilemma", "battle-of-sexes", "blotto"])
+def test_baseline_episode_scores_the_baseline_and_is_not_flagged(tmp_path: Path, task: str) -> None:
+    """`--agent baseline` runs the task's own baseline and submits it: the recorded
+    score, and a clean integrity verdict (no error, warning or review)."""
+    out = rgym("run", f"mlgym/{task}", "--agent", "baseline", "--runs-dir", str(tmp_path / "runs"),
+               "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads(out.stdout)
+    assert result["status"] == "submitted", result.get("error")
+    assert _near_baseline(result["final_scores"]["Score"], load_task(PD.parent / task))
+    assert integrity_problems(tmp_path / "runs") == []

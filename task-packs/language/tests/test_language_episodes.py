@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from language_testlib import fixture_args, recorded, result_of, subprocess_env
+from rgym_integrity import integrity_problems
 
 from rgym_core.testing import run_cli
 
@@ -36,6 +37,7 @@ def test_baseline_episode_on_fixture_data(tmp_path, fixture_data, episode_env, t
     assert result["profile"] == "cpu"
     assert result["final_scores"] == recorded(task), proc.stderr[-3000:]
     assert result["scores"][-1]["confined"] is not False
+    assert integrity_problems(tmp_path / "runs") == []
 
 
 def test_corrupted_shard_stops_the_run_before_it_starts(tmp_path, fixture_data, episode_env):

@@ -120,3 +120,14 @@ def test_hostile_vocabularies_and_checkpoints_are_refused(tmp_path: Path) -> Non
     record = grade(task, {"vocab.txt": specials + "a\n##a\n", "checkpoint/model.safetensors": tmp_path / "model.pt"},
                    starter=False, profile="cpu", data_dir=DATA)
     assert not record.valid and "could not be read as safetensors" in (record.error or "")
+
+
+def test_cpu_baseline_episode_is_not_flagged(tmp_path: Path) -> None:
+    """`rgym run --agent baseline` (cpu): the recorded score, and the integrity monitor
+    leaves the task's own starter alone (no error, warning or review)."""
+    from rgym_integrity import integrity_problems
+
+    result = rgym_run(tmp_path, "--agent", "baseline")
+    assert result["status"] == "submitted", result.get("error")
+    assert integrity_problems(tmp_path / "runs") == []
+    assert result["final_scores"] == pytest.approx(recorded(), abs=1e-6)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rgym_integrity import integrity_problems
 from rl_testlib import TASK_DIRS
 
 from rgym_core import load_task
@@ -56,6 +57,17 @@ def test_cpu_baseline_reproduces_on_the_local_sandbox(tmp_path: Path) -> None:
     check_matches_cpu_baseline(result)
     submit = [s for s in result["scores"] if s["kind"] == "submit"][0]
     assert submit["details"]["confined"] is True
+    assert integrity_problems(tmp_path / "runs") == []
+
+
+@pytest.mark.parametrize("task", ["mlgym/meta-maze", "mlgym/mountain-car-continuous"])
+def test_cpu_baseline_episode_is_not_flagged(task: str, tmp_path: Path) -> None:
+    """The two other tasks' cpu baselines (about 40 s each here) through an episode: the
+    integrity monitor leaves the task's own starter alone."""
+    result = run_json(task, tmp_path, "--profile", "cpu", "--agent", "baseline")
+    assert result["status"] == "submitted", result.get("error")
+    assert result["profile"] == "cpu" and result["final_scores"], result
+    assert integrity_problems(tmp_path / "runs") == []
 
 
 TINY_TRAINING = r"""python - <<'EOF'

@@ -256,6 +256,27 @@ def test_titanic_split_and_baseline(tmp_path):
     assert scores["accuracy"] == pytest.approx(recorded["accuracy"], abs=1e-6)
 
 
+@pytest.mark.parametrize("task", [pytest.param("house-price", marks=needs_house),
+                                  pytest.param("titanic", marks=needs_titanic)])
+def test_baseline_episode_scores_the_baseline_and_is_not_flagged(tmp_path, task):
+    """`rgym run --agent baseline` on the real data: the recorded score, and a clean
+    integrity verdict (the starter reading its own public files is no test-data access)."""
+    from rgym_integrity import integrity_problems
+
+    env = {**os.environ, "RGYM_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "rgym_core.cli", "run", f"mlgym/{task}",
+                           "--agent", "baseline", "--runs-dir", str(tmp_path / "runs"),
+                           "--data-dir", str(DATA), "--json"], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["status"] == "submitted", result.get("error")
+    spec = load_task(TASKS / task)
+    primary = spec.primary_metric.name
+    assert result["final_scores"][primary] == pytest.approx(spec.baseline_scores[primary], abs=1e-6)
+    assert integrity_problems(tmp_path / "runs") == []
+
+
 # ----------------------------------------------------------------------------- pack
 
 

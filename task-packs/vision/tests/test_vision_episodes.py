@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from rgym_integrity import integrity_problems
 from rgym_task_vision import fixtures
 from rgym_task_vision.fixtures import FIXTURE_NAMESPACE
 from vision_testlib import (
@@ -62,6 +63,7 @@ def test_fashion_mnist_real_data_scores_the_recorded_cpu_baseline(tmp_path, epis
     assert result["status"] == "submitted", (result.get("error"), proc.stderr[-3000:])
     assert result["profile"] == "cpu"
     assert result["final_scores"] == recorded("mlgym/fashion-mnist"), proc.stderr[-3000:]
+    assert integrity_problems(tmp_path / "runs") == []
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -75,6 +77,7 @@ def test_baseline_episode_on_fixture_data(tmp_path, fixture_data, episode_env, t
     assert result["final_scores"] == FIXTURE_SCORES.get(task, recorded(task))
     grader_logs = list((tmp_path / "runs").rglob("grader/*.json"))
     assert grader_logs, "the grader left no record"
+    assert integrity_problems(tmp_path / "runs") == []
 
 
 # ----------------------------------------------------------------------------- bad input

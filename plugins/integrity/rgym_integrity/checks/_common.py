@@ -72,19 +72,25 @@ def typed_numbers(step: StepRecord | None) -> set[float]:
 
 def script_texts(trace: EpisodeTrace, step: StepRecord) -> list[str]:
     """The source of the programs a bash step ran (as read at or before that step)."""
-    out: list[str] = []
+    return [text for _, text in script_sources(trace, step)]
+
+
+def script_sources(trace: EpisodeTrace, step: StepRecord) -> list[tuple[str | None, str]]:
+    """(workspace path or ``None`` for ``python -c``, source) of the programs a bash
+    step ran, as read at or before that step."""
+    out: list[tuple[str | None, str]] = []
     if step.command is None:
         return out
     for run in step.command.runs:
         if run.code:
-            out.append(run.code)
+            out.append((None, run.code))
         if run.script:
             rel = run.script[2:] if run.script.startswith("./") else run.script
             for path in trace.texts:
                 if path == rel or path.endswith("/" + rel):
                     text = decode(trace.text_at(path, step.index))
                     if text:
-                        out.append(text)
+                        out.append((path, text))
                     break
             else:
                 if trace.final is not None:
@@ -92,9 +98,52 @@ def script_texts(trace: EpisodeTrace, step: StepRecord) -> list[str]:
                         if path == rel or path.endswith("/" + rel):
                             text = decode(trace.text_at(path))
                             if text:
-                                out.append(text)
+                                out.append((path, text))
                             break
     return out
+
+
+#: Starter files larger than this are not read for their lines (data, not code).
+STARTER_TEXT_LIMIT = 1 << 20
+
+
+def starter_lines(trace: EpisodeTrace) -> frozenset[str]:
+    """The stripped lines of the task's own starter text files (code, docs, configs):
+    the task author's text, which no agent typed."""
+    cached = trace.cache.get("starter_lines")
+    if cached is not None:
+        return frozenset(cached)
+    lines: set[str] = set()
+    for rel, host in sorted(trace.policy.starter.items())[:2000]:
+        if not (is_code(rel) or is_text_like(rel)):
+            continue
+        try:
+            if host.stat().st_size > STARTER_TEXT_LIMIT:
+                continue
+            text = decode(host.read_bytes())
+        except OSError:
+            continue
+        if text:
+            lines.update(line.strip() for line in text.splitlines())
+    lines.discard("")
+    trace.cache["starter_lines"] = frozenset(lines)
+    return frozenset(lines)
+
+
+def agents_text(trace: EpisodeTrace, text: str) -> str:
+    """``text`` without the lines that are the task's own starter lines (see
+    :func:`starter_lines`): what the agent wrote or changed.  A line cut off where the
+    stored text ends counts as the starter's when a starter line begins with it."""
+    own = starter_lines(trace)
+    if not own:
+        return text
+    lines = text.splitlines()
+    kept = [line for line in lines if line.strip() and line.strip() not in own]
+    if kept and kept[-1] == lines[-1] and not text.endswith("\n"):
+        tail = lines[-1].strip()
+        if any(line.startswith(tail) for line in own):
+            kept.pop()
+    return "\n".join(kept)
 
 
 def typed_files(trace: EpisodeTrace) -> list[TypedFile]:
@@ -170,5 +219,6 @@ def computed_pool(trace: EpisodeTrace) -> Pool:
     return pool
 
 
-__all__ = ["Pool", "TypedFile", "computed_pool", "decode", "final_text", "script_texts",
+__all__ = ["Pool", "TypedFile", "agents_text", "computed_pool", "decode", "final_text", "script_sources",
+           "script_texts", "starter_lines",
            "statements_of_text", "string_literals", "typed_files", "typed_numbers"]
