@@ -210,12 +210,28 @@ def reap_leftovers(run: RunDir, registry: Registry) -> list[str]:
     return list(spec.reap(handle))
 
 
-def _archive_leftover(run: RunDir, mounts: list[str]) -> bool:
-    """Archive the workspace a killed run left on this host; True when done."""
-    folder = _sandbox_record(run).get("host_workspace")
-    if not folder or not Path(folder).is_dir() or Path(folder).is_symlink():
+def _archive_leftover(run: RunDir, mounts: list[str], registry: Registry | None = None) -> bool:
+    """Archive the workspace a killed run left: a host folder, or (a container's)
+    through the backend's ``export_leftover``; True when done."""
+    record = _sandbox_record(run)
+    folder = record.get("host_workspace")
+    if folder and Path(folder).is_dir() and not Path(folder).is_symlink():
+        archive_folder(Path(folder), run.archive_path, exclude=mount_excludes(mounts))
+        return True
+    handle = record.get("reap")
+    if registry is None or not isinstance(handle, dict) or not handle:
         return False
-    archive_folder(Path(folder), run.archive_path, exclude=mount_excludes(mounts))
+    try:
+        spec = registry.sandbox(str(record.get("backend") or ""))
+    except (RegistryError, KeyError):
+        return False
+    if spec.export_leftover is None:
+        return False
+    with tempfile.TemporaryDirectory(prefix="rgym-leftover-") as tmp:
+        dest = Path(tmp) / "workspace"
+        spec.export_leftover(handle, dest, mount_excludes(mounts))
+        dest.mkdir(exist_ok=True)
+        archive_folder(dest, run.archive_path)
     return True
 
 
@@ -274,6 +290,7 @@ def finish_run(path: Path | str, registry: Registry | None = None, *,
     run = RunDir(Path(path))
     state = run.state()
     killed: list[str] = []
+    leftover_error: str | None = None
     if state is RunState.RUNNING:
         owner = run.owner()
         where = f"process {owner.pid} on {owner.host}" if owner else "its process"
@@ -294,14 +311,16 @@ def finish_run(path: Path | str, registry: Registry | None = None, *,
             try:
                 mounts = [str(m.get("mount", "data")) for m in
                           (run.config().get("task") or {}).get("datasets", []) if isinstance(m, dict)]
-                _archive_leftover(run, mounts)
-            except (OSError, RunDirError):
-                pass
+                _archive_leftover(run, mounts, registry)
+            except Exception as exc:  # noqa: BLE001 - then there is nothing to grade, said below
+                leftover_error = f"{type(exc).__name__}: {exc}"[:500]
     kind = grade_kind(end_reason)
     registry = registry or load_registry()
     with TrajectoryWriter(run.path) as writer:
         if writer.repaired is not None:
             writer.write("repaired", {"cut": writer.repaired[:200]})
+        if leftover_error is not None:
+            writer.write("archive_error", {"error": leftover_error, "by": "rgym grade"})
         if killed:
             writer.write("processes_killed", {
                 "when": "rgym grade", "count": len(killed), "commands": killed,

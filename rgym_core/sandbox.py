@@ -275,7 +275,10 @@ class SandboxSpec:
     ``reap``, when given, kills what a killed episode left running:
     ``reap(handle)`` takes :meth:`Sandbox.reap_handle`'s mapping and returns the
     command lines of the processes it killed (``rgym grade`` calls it before it
-    archives a killed run's workspace)."""
+    archives a killed run's workspace).  ``export_leftover``, for backends whose
+    workspace is no host folder (containers), copies a killed run's workspace out:
+    ``export_leftover(handle, dest, exclude)`` fills the new host folder ``dest``
+    under the export rules and may remove what is left of the sandbox."""
 
     name: str
     factory: Callable[[SandboxConfig], Sandbox]
@@ -283,3 +286,4 @@ class SandboxSpec:
     isolated_grading: bool = False
     limits: Callable[[Resources, dict[str, Any]], dict[str, str]] | None = None
     reap: Callable[[dict[str, Any]], list[str]] | None = None
+    export_leftover: Callable[[dict[str, Any], Path, Sequence[str]], object] | None = None

@@ -112,12 +112,13 @@ def _detach(script_name: str, marker: str) -> dict[str, object]:
         f"for i in $(seq 1000); do [ -e {marker} ] && break; sleep 0.01; done; ls {marker}")}}
 
 
-def _run(tmp_path: Path, actions: list[dict[str, object]], *extra: str) -> RunDir:
+def _run(tmp_path: Path, actions: list[dict[str, object]], *extra: str,
+         env: dict[str, str] | None = None) -> RunDir:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(actions))
     runs = tmp_path / "runs"
     proc = run_cli("run", "rgym/demo", "--agent", "scripted", "--agent-option",
-                   f"script={script}", "--runs-dir", str(runs), *extra, timeout=240)
+                   f"script={script}", "--runs-dir", str(runs), *extra, env=env, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [result] = runs.rglob("result.json")
     return RunDir(result.parent)
@@ -249,3 +250,70 @@ def test_a_background_job_at_submit_is_stopped_and_named(tmp_path: Path) -> None
     assert str(killed["message"]).startswith("killed 1 process still running at the submission")
     assert run.result().scores[-1].snapshot.killed == killed["commands"]  # type: ignore[union-attr]
     assert os.path.exists(run.archive_path)
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(600)
+def test_kill_9_then_rgym_grade_on_docker(tmp_path: Path) -> None:
+    """The container outlives rgym: ``rgym grade`` kills what it still runs, copies its
+    workspace out (then removes it) and grades that snapshot."""
+    from rgym_core.testing import skip_or_fail
+
+    try:
+        from rgym_sandbox_docker.testing import DockerNotReady, episode_env
+        env = episode_env("snapshot-kill9")
+    except (ImportError, DockerNotReady) as exc:
+        skip_or_fail(str(exc))
+    actions = [*_prepare("writer.py", WRITER), _detach("writer.py", "heartbeat.txt"),
+               {"tool": "bash", "args": {"command": "sleep 1.5; cmp good.csv submission.csv && sleep 300"}}]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(actions))
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "rgym_core.cli", "run", "rgym/demo", "--agent",
+                             "scripted", "--agent-option", f"script={script}", "--runs-dir",
+                             str(runs), "--sandbox", "docker"], env={**os.environ, **env},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def detached() -> bool:
+            for traj in runs.rglob("trajectory.jsonl"):
+                steps = [json.loads(line) for line in traj.read_text().splitlines()]
+                if sum(1 for s in steps if s.get("type") == "step") >= 4:
+                    return True
+            return False
+
+        _wait_for(detached, 300, "the writer to start in the container")
+        time.sleep(2.5)  # the writer has put good.csv in place (the last step checks it)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    [traj] = runs.rglob("trajectory.jsonl")
+    run = RunDir(traj.parent)
+    graded = run_cli("grade", "--json", str(run.path), env=env, timeout=300)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    final = run.result().scores[-1]
+    assert final.valid and final.snapshot is not None and final.snapshot.after_kill, final
+    assert archive_digest(run.archive_path) == final.snapshot.sha256
+    assert "writer.py" in " ".join(final.snapshot.killed), final.snapshot.killed
+    assert run.result().final_scores["r2"] > 0.95  # type: ignore[index]
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(600)
+def test_late_swap_on_docker_is_graded_and_archived_as_one(tmp_path: Path) -> None:
+    from rgym_core.testing import skip_or_fail
+
+    try:
+        from rgym_sandbox_docker.testing import DockerNotReady, episode_env
+        env = episode_env("snapshot-swap")
+    except (ImportError, DockerNotReady) as exc:
+        skip_or_fail(str(exc))
+    run = _run(tmp_path, [*_prepare("swapper.py", SWAPPER), _detach("swapper.py", "swapper.started"),
+                          {"tool": "validate"}, {"tool": "submit"}], "--sandbox", "docker", env=env)
+    final = run.result().scores[-1]
+    assert final.valid and final.snapshot is not None and final.snapshot.after_kill
+    assert archive_digest(run.archive_path) == final.snapshot.sha256
+    assert "swapper.py" in " ".join(final.snapshot.killed)
+    [validate] = [s for s in run.result().scores if s.kind == "validate"]
+    assert validate.snapshot is not None and validate.snapshot.frozen
+    restore_snapshot(snapshot_archive(run.path, validate.snapshot.sha256), tmp_path / "v",
+                     expect=validate.snapshot.sha256)

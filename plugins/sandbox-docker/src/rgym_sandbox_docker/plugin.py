@@ -37,6 +37,13 @@ def rgym_register_sandboxes():  # type: ignore[no-untyped-def]
                 return reap_container(handle)
 
             extra["reap"] = reap
+
+            def export_leftover(handle, dest, exclude):  # type: ignore[no-untyped-def]
+                from rgym_sandbox_docker.sandbox import export_left_workspace
+
+                return export_left_workspace(handle, dest, exclude=exclude)
+
+            extra["export_leftover"] = export_leftover
     except Exception:  # noqa: BLE001 - an older core: no limits line in `rgym show`
         pass
     return [SandboxSpec(name="docker/docker", factory=factory, isolated_grading=True,
