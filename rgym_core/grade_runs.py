@@ -42,7 +42,6 @@ from rgym_core.registry import Registry, RegistryError, load_registry
 from rgym_core.rundir import (
     WORKSPACE_ARCHIVE,
     RunDir,
-    RunDirError,
     RunState,
     TrajectoryWriter,
     archive_folder,
