@@ -62,6 +62,18 @@ def recorded(task: str, profile: str = "cpu") -> dict[str, float]:
     return load_task(TASKS / task.split("/")[1]).with_profile(profile).baseline_scores
 
 
+def assert_reproduces(task: str, scores: dict[str, float], profile: str = "cpu") -> None:
+    """``scores`` are the recorded baseline's, each within its recorded tolerance (floats
+    from another machine are never compared for equality)."""
+    spec = load_task(TASKS / task.split("/")[1]).with_profile(profile)
+    assert spec.baseline is not None
+    want = spec.baseline_scores
+    assert set(scores) == set(want), (scores, want)
+    off = {k: (scores[k], v, spec.baseline.tolerance_for(k)) for k, v in want.items()
+           if abs(scores[k] - v) > spec.baseline.tolerance_for(k)}
+    assert not off, f"{task}: outside the recorded tolerance (got, recorded, tolerance): {off}"
+
+
 def fixture_args(task: str, fixture_data: FixtureData) -> list[str]:
     args = ["--data-dir", str(fixture_data.data)]
     for option in FIXTURE_DATASETS[task]:

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from language_testlib import fixture_args, recorded, subprocess_env
+from language_testlib import assert_reproduces, fixture_args, subprocess_env
 
 from rgym_core.testing import run_cli, skip_or_fail
 
@@ -44,4 +44,4 @@ def test_baseline_episode_in_docker(tmp_path, fixture_data, docker_env, task):
         pytest.fail(proc.stdout[-2000:] + proc.stderr[-4000:])
     assert result["status"] == "submitted", (result.get("error"), proc.stderr[-3000:])
     assert result["sandbox"] in ("docker", "rgym/docker", "docker/docker"), result["sandbox"]
-    assert result["final_scores"] == recorded(task)
+    assert_reproduces(task, result["final_scores"])

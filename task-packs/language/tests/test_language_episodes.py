@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from language_testlib import fixture_args, recorded, result_of, subprocess_env
+from language_testlib import assert_reproduces, fixture_args, result_of, subprocess_env
 from rgym_integrity import integrity_problems
 
 from rgym_core.testing import run_cli
@@ -35,7 +35,7 @@ def test_baseline_episode_on_fixture_data(tmp_path, fixture_data, episode_env, t
     assert result is not None, proc.stdout + proc.stderr
     assert result["status"] == "submitted", (result.get("error"), proc.stderr[-3000:])
     assert result["profile"] == "cpu"
-    assert result["final_scores"] == recorded(task), proc.stderr[-3000:]
+    assert_reproduces(task, result["final_scores"])
     assert result["scores"][-1]["confined"] is not False
     assert integrity_problems(tmp_path / "runs") == []
 
