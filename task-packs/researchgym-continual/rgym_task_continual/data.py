@@ -12,7 +12,10 @@ Each data entry holds, public (read-only at the task's ``data`` mount):
 ``cifar-100-python/{train,meta}`` (CIFAR's own pickle format, the training split only),
 ``train_x.npy``/``train_y.npy`` (``uint8 [N, 32, 32, 3]``, ``int64``), ``dev_x.npy``/
 ``dev_y.npy`` for ``rgym_check.py`` and ``meta.json`` (the protocol: classes, tasks,
-seeds, input size); private (grader only): ``test_x.npy``/``test_y.npy``.
+seeds, input size); private (grader only): ``test_x.npy``/``test_y.npy``.  The generated
+test split derives from the grader's secret (:func:`rgym_researchgym.generated.grader_secret`),
+never from a seed in this code: the public generator cannot rebuild it.  CIFAR-100's test
+split is real data, not generated.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from rgym_researchgym.generated import cached_generate
+from rgym_researchgym.generated import GraderSecret, cached_generate
 from rgym_researchgym.pack import prepare_dataset
 from rgym_researchgym.prepare import TaskLayout
 
@@ -83,11 +86,11 @@ def _save(folder: Path, **arrays: Any) -> None:
         np.save(folder / f"{name}.npy", value, allow_pickle=False)
 
 
-def build_synthetic(dataset_id: str, dest: Path) -> None:
+def build_synthetic(dataset_id: str, dest: Path, secret: GraderSecret) -> None:
     from rgym_task_continual.synthetic import splits
 
     config = CONFIGS[dataset_id]
-    parts = splits(config)
+    parts = splits(config, test_seed=secret.words("test"))
     public, private = dest / "public", dest / "private"
     write_cifar(public, parts["train_x"], parts["train_y"], config["n_classes"])
     _save(public, train_x=parts["train_x"], train_y=parts["train_y"], dev_x=parts["dev_x"],
@@ -179,5 +182,6 @@ def prepare_images(spec: Any, cache_dir: Path, data_dir: Path | None) -> Any:
                                 lambda dest: build_cifar100(spec.id, data_dir, dest))
     else:
         entry = cached_generate(cache_dir, spec.id, VERSION, CONFIGS[spec.id],
-                                lambda dest: build_synthetic(spec.id, dest))
+                                lambda dest, secret: build_synthetic(spec.id, dest, secret),
+                                secret=True)
     return PreparedDataset(id=spec.id, public=entry / "public", private=entry / "private")

@@ -33,7 +33,7 @@ def class_patterns(n_classes: int, seed: int) -> Any:
     return np.stack(patterns)
 
 
-def sample(patterns: Any, labels: Any, seed: int, *, noise: float = 0.22,
+def sample(patterns: Any, labels: Any, seed: int | list[int], *, noise: float = 0.22,
            max_shift: int = 4) -> Any:
     """Images of ``labels`` drawn around their class patterns (``uint8`` HWC)."""
     import numpy as np
@@ -51,9 +51,14 @@ def sample(patterns: Any, labels: Any, seed: int, *, noise: float = 0.22,
     return out
 
 
-def splits(config: dict[str, Any]) -> dict[str, Any]:
+def splits(config: dict[str, Any], test_seed: list[int] | None = None) -> dict[str, Any]:
     """``train``/``dev``/``test`` images and labels for ``config`` (``n_classes``,
-    ``train_per_class``, ``dev_per_class``, ``test_per_class``, ``seed``)."""
+    ``train_per_class``, ``dev_per_class``, ``test_per_class``, ``seed``).
+
+    The class patterns, ``train`` and ``dev`` come from ``config["seed"]``.  The grader's
+    ``test`` split comes from ``test_seed`` (words of the grader's secret, see
+    :meth:`rgym_researchgym.generated.GraderSecret.words`) when given, so public code
+    and seeds cannot rebuild it; without it, from the public seed (tests only)."""
     import numpy as np
 
     n, seed = config["n_classes"], config["seed"]
@@ -62,6 +67,12 @@ def splits(config: dict[str, Any]) -> dict[str, Any]:
     for offset, split in enumerate(("train", "dev", "test"), start=1):
         per = config[f"{split}_per_class"]
         labels = np.repeat(np.arange(n, dtype=np.int64), per)
+        if split == "test" and test_seed is not None:
+            rng = np.random.RandomState(test_seed)
+            labels = labels[rng.permutation(len(labels))]
+            out["test_x"] = sample(patterns, labels, [int(w) for w in rng.randint(0, 2**32, 8, dtype=np.uint64)])
+            out["test_y"] = labels
+            continue
         order = np.random.RandomState(seed + 100 * offset).permutation(len(labels))
         labels = labels[order]
         out[f"{split}_x"] = sample(patterns, labels, seed + offset)

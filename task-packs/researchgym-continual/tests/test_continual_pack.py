@@ -42,6 +42,11 @@ def recorded_baseline() -> dict[str, float]:
     return yaml.safe_load((TASK_DIR / "task.yaml").read_text())["profiles"]["cpu"]["baseline"]["scores"]
 
 
+def baseline_tolerances() -> dict[str, float]:
+    """The recorded spread over grader secrets (the cpu test split is per machine)."""
+    return yaml.safe_load((TASK_DIR / "task.yaml").read_text())["profiles"]["cpu"]["baseline"]["tolerances"]
+
+
 def rgym_run(tmp_path: Path, *args: str, data_dir: Path = DATA) -> dict:
     runs = tmp_path / "runs"
     proc = subprocess.run([*RGYM, "run", TASK, "--profile", "cpu", "--runs-dir", str(runs),
@@ -124,7 +129,12 @@ def test_protocol_shows_one_task_at_a_time_and_scores_predictions() -> None:
 def test_cpu_baseline_reproduces_recorded_score(tmp_path: Path) -> None:
     result = rgym_run(tmp_path, "--agent", "baseline")
     assert result["status"] == "submitted", result.get("error")
-    assert result["final_scores"] == pytest.approx(recorded_baseline(), abs=1e-4)
+    tolerances = baseline_tolerances()
+    for metric, recorded in recorded_baseline().items():
+        assert abs(result["final_scores"][metric] - recorded) <= tolerances[metric], (metric, result["final_scores"])
+    from rgym_integrity import integrity_problems
+
+    assert integrity_problems(tmp_path) == []  # the task's own starter is no attack
     final = result["scores"][-1]
     assert final["confined"] is not False
     assert [s["seed"] for s in final["details"]["seeds"]] == [1992, 1993, 1994]
@@ -189,7 +199,8 @@ def test_a_better_method_scores_higher(tmp_path: Path) -> None:
     assert result["final_scores"]["acc"] > recorded_baseline()["acc"] + 20
     # it is the cpu profile's recorded reference solution
     reference = yaml.safe_load((TASK_DIR / "task.yaml").read_text())["profiles"]["cpu"]["reference_scores"]
-    assert result["final_scores"] == pytest.approx(reference, abs=1e-4)
+    # the test split is per machine: over 5 grader secrets it scored acc 91.25-93.33, aaa 93.33-95.56
+    assert result["final_scores"] == pytest.approx(reference, abs=2.5)
 
 
 FORGED_LOG = """2026-04-17 10:00:00,000 [trainer.py] => seed: 1993

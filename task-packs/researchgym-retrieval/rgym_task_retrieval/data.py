@@ -7,7 +7,11 @@
   differ by a modality gap; *query shift* moves the queries of one modality into another
   domain (an offset and a rescaling, plus noise), as COCO-C's corruptions do to a real
   model's embeddings.  ``dev`` (public) and ``eval`` (private, never in the workspace)
-  are different images.
+  are different images.  The model (modality gap, shift directions) and ``dev`` come
+  from the fixed seed; ``eval``'s embeddings and the order of each eval stream's queries
+  and gallery come from the grader's secret
+  (:func:`rgym_researchgym.generated.grader_secret`), so neither the public generator
+  nor the layout of the arrays tells which caption belongs to which image.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rgym_researchgym.generated import cached_generate
+from rgym_researchgym.generated import GraderSecret, cached_generate
 from rgym_researchgym.pack import prepare_dataset
 from rgym_researchgym.prepare import TaskLayout
 
@@ -58,7 +62,29 @@ def _split(rng: Any, config: dict[str, Any], n_images: int, gap: Any, shifts: di
     return {"arrays": {n: a.astype("float32") for n, a in arrays.items()}, "annotations": annotations}
 
 
-def build_coco_tiny(dataset_id: str, dest: Path) -> None:
+def _shuffled(rng: Any, part: dict[str, Any], k: int) -> dict[str, Any]:
+    """Each stream's images and captions in an order of their own, and each stream's
+    annotations (``{"qs_image": {"img2txt", "txt2img"}, "qs_text": ...}``) to match."""
+    import numpy as np
+
+    arrays, annotations = dict(part["arrays"]), {}
+    n_images = len(arrays["qs_image_images"])
+    for shift in ("qs_image", "qs_text"):
+        img = rng.permutation(n_images)           # new row i holds image img[i]
+        txt = rng.permutation(n_images * k)       # new row j holds caption txt[j]
+        arrays[f"{shift}_images"] = arrays[f"{shift}_images"][img]
+        arrays[f"{shift}_texts"] = arrays[f"{shift}_texts"][txt]
+        image_row = np.empty(n_images, dtype=np.int64)
+        image_row[img] = np.arange(n_images)      # original image -> its new row
+        owner = image_row[txt // k]               # new caption row -> its image's new row
+        img2txt: list[list[int]] = [[] for _ in range(n_images)]
+        for row, image in enumerate(owner):
+            img2txt[int(image)].append(row)
+        annotations[shift] = {"img2txt": img2txt, "txt2img": [int(i) for i in owner]}
+    return {"arrays": arrays, "annotations": annotations}
+
+
+def build_coco_tiny(dataset_id: str, dest: Path, secret: GraderSecret) -> None:
     import numpy as np
 
     config = CONFIGS[dataset_id]
@@ -71,8 +97,13 @@ def build_coco_tiny(dataset_id: str, dest: Path) -> None:
 
     gap = config["gap"] * direction()
     shifts = {"image": config["shift"] * direction(), "text": config["shift"] * direction()}
+    private_rng = np.random.default_rng(secret.words("eval"))
     for split, folder in (("dev", dest / "public"), ("eval", dest / "private")):
-        part = _split(rng, config, config[f"{split}_images"], gap, shifts)
+        if split == "dev":
+            part = _split(rng, config, config["dev_images"], gap, shifts)
+        else:
+            part = _shuffled(private_rng, _split(private_rng, config, config["eval_images"], gap, shifts),
+                             config["captions"])
         for name, array in part["arrays"].items():
             np.save(folder / f"{split}_{name}.npy", array, allow_pickle=False)
         (folder / f"{split}_annotations.json").write_text(json.dumps(part["annotations"]) + "\n")
@@ -86,5 +117,5 @@ def prepare_coco_tiny(spec: Any, cache_dir: Path, data_dir: Path | None) -> Any:
     from rgym_core.specs import PreparedDataset
 
     entry = cached_generate(cache_dir, spec.id, VERSION, CONFIGS[spec.id],
-                            lambda dest: build_coco_tiny(spec.id, dest))
+                            lambda dest, secret: build_coco_tiny(spec.id, dest, secret), secret=True)
     return PreparedDataset(id=spec.id, public=entry / "public", private=entry / "private")

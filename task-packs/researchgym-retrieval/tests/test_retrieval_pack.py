@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -41,8 +42,13 @@ def scripted(tmp_path: Path, *commands: str) -> dict:
 def test_cpu_baseline_reproduces_recorded_score(tmp_path: Path) -> None:
     result = rgym_run(tmp_path, "--agent", "baseline")
     recorded = yaml.safe_load(TASK_YAML.read_text())["profiles"]["cpu"]["baseline"]["scores"]
+    tolerances = yaml.safe_load(TASK_YAML.read_text())["profiles"]["cpu"]["baseline"]["tolerances"]
     assert result["status"] == "submitted", result.get("error")
-    assert result["final_scores"] == pytest.approx(recorded, abs=1e-6)
+    for metric, value in recorded.items():  # the eval split is per machine (a grader secret)
+        assert abs(result["final_scores"][metric] - value) <= tolerances[metric], (metric, result["final_scores"])
+    from rgym_integrity import integrity_problems
+
+    assert integrity_problems(tmp_path) == []  # the task's own starter is no attack
 
 
 CENTERING = '''
@@ -62,11 +68,13 @@ def test_adaptation_beats_the_source_model(tmp_path: Path) -> None:
     result = scripted(tmp_path, f"cat > rgym_tta.py <<'END'\n{CENTERING}\nEND")
     cpu = yaml.safe_load(TASK_YAML.read_text())["profiles"]["cpu"]
     assert result["status"] == "submitted", result.get("error")
-    assert result["final_scores"]["r1"] > cpu["baseline"]["scores"]["r1"] + 10
-    assert result["final_scores"] == pytest.approx(cpu["reference_scores"], abs=1e-6)
+    assert result["final_scores"]["r1"] > cpu["baseline"]["scores"]["r1"] + cpu["baseline"]["tolerances"]["r1"]
+    # the eval split is per machine: over 5 grader secrets centering scored r1 69.2-75.3
+    assert result["final_scores"] == pytest.approx(cpu["reference_scores"], abs=8.0)
     assert [s["id"] for s in result["subtasks"]] == ["qs-image", "qs-text"]
     graded = result["scores"][-1]["subtasks"]
-    assert graded == {"qs-image": {"r1": pytest.approx(76.666667)}, "qs-text": {"r1": pytest.approx(69.0)}}
+    assert graded == {"qs-image": {"r1": result["final_scores"]["i2t_r1"]},
+                      "qs-text": {"r1": result["final_scores"]["t2i_r1"]}}
 
 
 def test_check_pack_runs_the_baseline(tmp_path: Path) -> None:
@@ -81,7 +89,8 @@ def test_check_pack_runs_the_baseline(tmp_path: Path) -> None:
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["ok"], [f for f in report["findings"] if not f["ok"]]
     messages = [f["message"] for f in report["findings"]]
-    assert "baseline r1: measured 40.1667, recorded 40.1667 (within 5e-07)" in messages
+    assert any(re.fullmatch(r"baseline r1: measured [0-9.]+, recorded 35\.2333 \(within 10\)", m)
+               for m in messages), messages
     skipped = [f for f in report["findings"] if f["skipped"]]
     assert [f["where"].endswith("[profile researchgym]") for f in skipped] == [True]
     assert "needs 1 GPU(s)" in skipped[0]["message"]
@@ -106,6 +115,6 @@ def test_show_lists_each_profiles_subtasks() -> None:
     proc = run_cli("show", TASK, env={"COLUMNS": "250"})
     assert proc.returncode == 0, proc.stderr
     lines = [line.strip() for line in proc.stdout.splitlines()]
-    assert "sub-tasks: qs-image (primary, r1, baseline 35), qs-text (r1, baseline 45.3333)" in lines
+    assert "sub-tasks: qs-image (primary, r1, baseline 32.6667), qs-text (r1, baseline 37.9333)" in lines
     assert any(line.startswith("sub-tasks: reid (primary, r1, baseline 37.8)") for line in lines)
     assert any("researchgym/cross-modal-retrieval -> .researchgym/ (starter files)" in line for line in lines)

@@ -12,7 +12,8 @@
 Public (read-only in the workspace): ``x_train.npy``, ``y_train.npy``,
 ``x_dev.npy``, ``saliency_dev.npy``, ``classifier.pt``/``classifier.json``,
 ``meta.json``.  Private (grader only): ``x_eval.npy``, ``saliency_eval.npy``,
-series the agent never sees.
+series the agent never sees, drawn from the grader's secret
+(:func:`rgym_researchgym.generated.grader_secret`), not from the fixed seed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rgym_researchgym.generated import cached_generate
+from rgym_researchgym.generated import GraderSecret, cached_generate
 from rgym_researchgym.pack import prepare_dataset
 from rgym_researchgym.prepare import TaskLayout
 
@@ -58,22 +59,36 @@ def _model_module() -> Any:
     return module
 
 
-def _generate(config: dict[str, Any]) -> dict[str, Any]:
-    """HMM series from tint, split train/dev/eval; saliency as tint defines it."""
+def _hmm(config: dict[str, Any], count: int, seed: int | list[int]) -> tuple[Any, Any, Any]:
+    """``count`` HMM series from tint (``x``, ``y``, true saliency), numpy seeded with ``seed``."""
     import numpy as np
     from tint.datasets import HMM
 
-    total = config["n_train"] + config["n_dev"] + config["n_eval"]
     with tempfile.TemporaryDirectory(prefix="rgym-hmm-") as tmp:
         hmm = HMM(seed=config["seed"], data_dir=tmp)
-        np.random.seed(config["seed"])
-        hmm.download(train_size=total, test_size=0, signal_length=config["length"], split="train")
+        np.random.seed(seed)
+        hmm.download(train_size=count, test_size=0, signal_length=config["length"], split="train")
         x = hmm.preprocess(split="train")["x"].numpy().astype("float32")
         y = hmm.preprocess(split="train")["y"].numpy().astype("int64")
         saliency = hmm.true_saliency(split="train").numpy().astype("int8")
+    return x, y, saliency
+
+
+def _generate(config: dict[str, Any], eval_seed: list[int] | None) -> dict[str, Any]:
+    """HMM series from tint, split train/dev/eval; saliency as tint defines it.
+
+    ``train`` and ``dev`` come from ``config["seed"]`` (the agent's data, the same on every
+    machine); ``eval`` (the grader's) from ``eval_seed``, words of the grader's secret
+    (:meth:`rgym_researchgym.generated.GraderSecret.words`), so public code and seeds cannot
+    rebuild it.  Without ``eval_seed`` there is no eval split."""
     a, b = config["n_train"], config["n_train"] + config["n_dev"]
-    return {"x_train": x[:a], "y_train": y[:a], "x_dev": x[a:b], "saliency_dev": saliency[a:b],
-            "y_dev": y[a:b], "x_eval": x[b:], "saliency_eval": saliency[b:], "y_eval": y[b:]}
+    x, y, saliency = _hmm(config, b, config["seed"])  # series are drawn one after another:
+    out = {"x_train": x[:a], "y_train": y[:a], "x_dev": x[a:b],  # the first b are those of any
+           "saliency_dev": saliency[a:b], "y_dev": y[a:b]}       # longer run with this seed
+    if eval_seed is not None:
+        x, y, saliency = _hmm(config, config["n_eval"], eval_seed)
+        out.update(x_eval=x, saliency_eval=saliency, y_eval=y)
+    return out
 
 
 def _train(config: dict[str, Any], x: Any, y: Any) -> Any:
@@ -99,7 +114,7 @@ def _train(config: dict[str, Any], x: Any, y: Any) -> Any:
     return model.eval()
 
 
-def build_state(dataset_id: str, dest: Path) -> None:
+def build_state(dataset_id: str, dest: Path, secret: GraderSecret) -> None:
     """Write the public and private parts of a State dataset into ``dest``."""
     import numpy as np
     import torch
@@ -108,7 +123,7 @@ def build_state(dataset_id: str, dest: Path) -> None:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the same weights on every machine
     try:
-        parts = _generate(config)
+        parts = _generate(config, secret.words("eval"))
         model = _train(config, parts["x_train"], parts["y_train"])
         with torch.no_grad():
             pred = model(torch.from_numpy(parts["x_dev"]), return_all=True).argmax(-1).numpy()
@@ -134,5 +149,5 @@ def prepare_state(spec: Any, cache_dir: Path, data_dir: Path | None) -> Any:
     from rgym_core.specs import PreparedDataset
 
     entry = cached_generate(cache_dir, spec.id, VERSION, CONFIGS[spec.id],
-                            lambda dest: build_state(spec.id, dest))
+                            lambda dest, secret: build_state(spec.id, dest, secret), secret=True)
     return PreparedDataset(id=spec.id, public=entry / "public", private=entry / "private")

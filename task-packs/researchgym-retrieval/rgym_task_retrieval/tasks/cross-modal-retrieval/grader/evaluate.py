@@ -31,6 +31,17 @@ ENTRY = "rgym_tta.py"
 STREAMS = {"qs_image": ("images", "texts"), "qs_text": ("texts", "images")}
 
 
+def recall(shift: str, scores: np.ndarray, ann: dict) -> dict[str, float]:
+    """R@1 and R@5 of one stream's score matrix (queries x gallery) against the private
+    annotations (per stream: ``ann[shift]``, each stream is shuffled on its own)."""
+    links = ann.get(shift, ann)
+    if shift == "qs_image":
+        res = itm_eval(scores, scores.T, links["img2txt"], links["txt2img"])
+        return {"i2t_r1": res["txt_r1"], "i2t_r5": res["txt_r5"]}
+    res = itm_eval(scores.T, scores, links["img2txt"], links["txt2img"])
+    return {"t2i_r1": res["img_r1"], "t2i_r5": res["img_r5"]}
+
+
 def main() -> None:
     submission = Path(os.environ["RGYM_SUBMISSION_DIR"])
     private = Path(os.environ["RGYM_PRIVATE_DIR"]) / "data"
@@ -38,7 +49,7 @@ def main() -> None:
         write({"error": f"{ENTRY} is missing: write retrieve(queries, gallery, direction) there",
                "missing_submission": True})
         return
-    files: dict[str, Path] = {"cmr_driver.py": HERE / "cmr_driver.py"}
+    files: dict[str, Path | bytes] = {"cmr_driver.py": HERE / "cmr_driver.py"}
     for shift, (queries, gallery) in STREAMS.items():
         for kind in (queries, gallery):
             files[f"eval_{shift}_{kind}.npy"] = private / f"eval_{shift}_{kind}.npy"
@@ -67,12 +78,7 @@ def main() -> None:
             write({"error": f"retrieve returned scores of shape {list(scores.shape)} for {shift}; "
                             f"expected finite scores of shape [{n_q}, {n_g}]"})
             return
-        if shift == "qs_image":
-            res = itm_eval(scores, scores.T, ann["img2txt"], ann["txt2img"])
-            results[shift] = {"i2t_r1": res["txt_r1"], "i2t_r5": res["txt_r5"]}
-        else:
-            res = itm_eval(scores.T, scores, ann["img2txt"], ann["txt2img"])
-            results[shift] = {"t2i_r1": res["img_r1"], "t2i_r5": res["img_r5"]}
+        results[shift] = recall(shift, scores, ann)
     i2t, t2i = results["qs_image"]["i2t_r1"], results["qs_text"]["t2i_r1"]
     scores_out = {"r1": round((i2t + t2i) / 2, 6), "i2t_r1": round(i2t, 6), "t2i_r1": round(t2i, 6)}
     write({"scores": scores_out,
