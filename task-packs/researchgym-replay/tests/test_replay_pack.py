@@ -87,7 +87,10 @@ def test_protocol_counts_interactions_and_sums_returns() -> None:
 def test_cpu_baseline_reproduces_recorded_score(tmp_path: Path) -> None:
     result = rgym_run(tmp_path, "--agent", "baseline")
     assert result["status"] == "submitted", result.get("error")
-    assert result["final_scores"] == pytest.approx(recorded_baseline(), abs=1e-4)
+    assert result["final_scores"] == pytest.approx(recorded_baseline(), abs=0.02)  # the recorded tolerance: 75.8175 and 75.8107 on two machines
+    from rgym_integrity import integrity_problems
+
+    assert integrity_problems(tmp_path) == []  # the task's own starter is no attack
     final = result["scores"][-1]
     assert final["confined"] is not False
     assert final["details"]["train_steps"] == 1000

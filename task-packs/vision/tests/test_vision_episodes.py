@@ -2,8 +2,9 @@
 ``cpu`` profile (real Fashion-MNIST from Debian's package; fixtures in the real
 formats for every task), and the bad-input paths of an episode.
 
-The recorded ``cpu`` baselines are compared exactly: the starters fix their
-seeds and thread count, so a run on the same data gives the same score.
+The recorded ``cpu`` baselines are compared within their recorded tolerance: the
+starters fix their seeds and thread count, yet CPU kernels differ between machines
+(Fashion-MNIST: 0.7756 with 2 threads, 0.7757 with 1).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from vision_testlib import (
     FASHION_SYSTEM,
     FIXTURE_SCORES,
     fixture_args,
-    recorded,
     subprocess_env,
+    within_tolerance,
 )
 
 from rgym_core.testing import run_cli, skip_or_fail
@@ -62,7 +63,8 @@ def test_fashion_mnist_real_data_scores_the_recorded_cpu_baseline(tmp_path, epis
     assert result is not None, proc.stdout + proc.stderr
     assert result["status"] == "submitted", (result.get("error"), proc.stderr[-3000:])
     assert result["profile"] == "cpu"
-    assert result["final_scores"] == recorded("mlgym/fashion-mnist"), proc.stderr[-3000:]
+    assert within_tolerance(result["final_scores"], "mlgym/fashion-mnist"), \
+        (result["final_scores"], proc.stderr[-3000:])
     assert integrity_problems(tmp_path / "runs") == []
 
 
@@ -74,7 +76,7 @@ def test_baseline_episode_on_fixture_data(tmp_path, fixture_data, episode_env, t
     proc, result = rgym_run(task, tmp_path, episode_env, *fixture_args(task, fixture_data))
     assert result is not None, proc.stdout + proc.stderr
     assert result["status"] == "submitted", (result.get("error"), proc.stderr[-3000:])
-    assert result["final_scores"] == FIXTURE_SCORES.get(task, recorded(task))
+    assert within_tolerance(result["final_scores"], task, FIXTURE_SCORES.get(task)), result["final_scores"]
     grader_logs = list((tmp_path / "runs").rglob("grader/*.json"))
     assert grader_logs, "the grader left no record"
     assert integrity_problems(tmp_path / "runs") == []

@@ -59,6 +59,17 @@ def recorded(task: str, profile: str = "cpu") -> dict[str, float]:
     return load_task(TASKS / task.split("/")[1]).with_profile(profile).baseline_scores
 
 
+def within_tolerance(scores: dict[str, float], task: str, expected: dict[str, float] | None = None,
+                     profile: str = "cpu") -> bool:
+    """``scores`` has the metrics of ``expected`` (default: the profile's recorded baseline),
+    each within the profile's recorded baseline tolerance: never an equality of floats."""
+    spec = load_task(TASKS / task.split("/")[1]).with_profile(profile)
+    assert spec.baseline is not None, task
+    want = spec.baseline_scores if expected is None else expected
+    return set(scores) == set(want) and all(
+        abs(scores[m] - want[m]) <= spec.baseline.tolerance_for(m) for m in want)
+
+
 def fixture_args(task: str, fixture_data: FixtureData) -> list[str]:
     """``--data-dir`` and ``--dataset`` options running ``task`` on the session's fixtures."""
     args = ["--data-dir", str(fixture_data.data)]

@@ -19,9 +19,14 @@ What is trusted, and why:
   reported trace with its own copy of the solver: the replay must need exactly those
   decisions, in that order, and reach the same verdict.  A worker that changes the
   solver, invents a short trace or reports a false count gets an error.
-* **Time** (primary, as MLGym): the wall-clock seconds of all solves, measured here
-  around each request, so it depends on the machine, and it includes whatever the
-  agent's process did.  Its lower bound is trusted: each formula counts at least the
+* **Time** (primary; MLGym's name): the wall-clock seconds of all solves, measured
+  here around each request, *normalised by the baseline solver timed in the same
+  grading run*: right after each formula the grader solves it again in this process
+  with the starter's heuristic (``baseline_heuristic``), and ``Time`` is the agent's
+  seconds times ``REFERENCE_BASELINE_S / baseline seconds``.  Machine speed and load
+  act on both and cancel, so the starter scores about ``REFERENCE_BASELINE_S`` on any
+  machine and ``Time`` reads as seconds on the development machine.  The raw seconds
+  are in the details.  Its lower bound is trusted: each formula counts at least the
   time the grader's own solver takes to replay the trace, so a worker that patches
   the solver to run faster gains nothing over a heuristic that costs nothing.
 """
@@ -54,6 +59,9 @@ INSTANCES_SHA256 = "547e6e55581c39a279a02c5a73b402ad13a2a39c71aa25f672b3f79ec37f
 PER_INSTANCE_LIMIT_S = 60.0
 TOTAL_LIMIT_S = 600.0
 IMPORT_LIMIT_S = 60.0
+#: The starter's seconds for the 64 formulas on the 2-core development machine: ``Time``
+#: is expressed in these seconds (the agent's seconds scaled by the in-run baseline's).
+REFERENCE_BASELINE_S = 2.761
 WORKER_LIMITS = Limits(wall_s=TOTAL_LIMIT_S + IMPORT_LIMIT_S + 60.0, memory_mb=2048, pids=32,
                        file_mb=64)
 
@@ -111,6 +119,29 @@ for line in stdin:
         model = sorted(v if value else -v for v, value in run.model.items())
     say({"sat": bool(sat), "model": model, "decisions": int(run.num_decisions), "trace": trace})
 '''
+
+
+def baseline_heuristic(clauses: list[list[int]], assignments: dict[int, bool], *_: Any) -> tuple[int, bool]:
+    """The starter's heuristic (starter/heuristic.py): a seeded random unassigned variable
+    of the open clauses, True first.  Timed in every grading run as the yardstick of
+    ``Time``."""
+    import random
+
+    rng = random.Random(10)
+    unassigned = sorted({abs(lit) for clause in clauses for lit in clause
+                         if abs(lit) not in assignments})
+    return rng.choice(unassigned), True
+
+
+def time_baseline(instance: dict[str, Any]) -> float:
+    """Seconds the grader's solver takes on ``instance`` with the baseline heuristic."""
+    started = time.perf_counter()
+    sat = DPLL(instance["clauses"], baseline_heuristic).solve()
+    spent = time.perf_counter() - started
+    if sat != (instance["label"] == "SAT"):
+        raise RuntimeError(f"formula {instance['id']}: the baseline solver disagrees with the "
+                           "recorded label; the evaluation set or reference_solver.py is damaged")
+    return spent
 
 
 class SubmissionError(Exception):
@@ -252,6 +283,7 @@ def main() -> None:
         return
     started = time.monotonic()
     total_time = 0.0
+    baseline_time = 0.0
     decisions = 0
     floored = 0
     per_size: dict[str, dict[str, float]] = {}
@@ -274,6 +306,9 @@ def main() -> None:
                 floored += 1
                 spent = replay_s
             total_time += spent
+            # The yardstick, formula by formula right after the agent's solve, so a load
+            # that changes during the run weighs on both alike.
+            baseline_time += time_baseline(instance)
             decisions += count
             size = per_size.setdefault(str(instance["num_vars"]), {"time_s": 0.0, "decisions": 0})
             size["time_s"] = round(size["time_s"] + spent, 4)
@@ -284,13 +319,20 @@ def main() -> None:
     finally:
         if worker is not None:
             worker.close()
-    write_scores({"Time": round(total_time, 3), "Decisions": decisions},
+    ratio = total_time / baseline_time if baseline_time > 0 else float("inf")
+    write_scores({"Time": round(ratio * REFERENCE_BASELINE_S, 3), "Decisions": decisions},
                  details={"formulas": len(instances), "correct": len(instances),
+                          "time_s": round(total_time, 3), "baseline_time_s": round(baseline_time, 3),
+                          "time_ratio_to_baseline": round(ratio, 4),
+                          "reference_baseline_s": REFERENCE_BASELINE_S,
                           "per_size": per_size, "instances_sha256": digest,
                           "time_floored_to_replay": floored,
-                          "note": "Time is wall-clock and depends on the machine (at least the "
-                                  "grader's own replay of each solve); Decisions are counted by "
-                                  "the grader's replay of the heuristic's decisions"})
+                          "note": "Time is the wall-clock seconds of the solves (at least the "
+                                  "grader's own replay of each) times reference_baseline_s / "
+                                  "baseline_time_s, the starter heuristic timed in this run, so "
+                                  "machine speed and load cancel; time_s is the raw figure. "
+                                  "Decisions are counted by the grader's replay of the "
+                                  "heuristic's decisions"})
 
 
 if __name__ == "__main__":
