@@ -130,10 +130,14 @@ if action == "start":
     with open(os.path.join(d, "command"), "w") as fh:
         fh.write(command)
     log = open(os.path.join(d, "log"), "wb")
-    wrapper = 'echo $$ > "$0/pid.tmp" && mv "$0/pid.tmp" "$0/pid"; bash -c "$1"; echo $? > "$0/exit"'
+    # A script named by the job's folder, so the processes of a job read as it.
+    run = os.path.join(d, "run")
+    with open(run, "w") as fh:
+        fh.write('d=$(dirname "$0"); echo $$ > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"\n'
+                 'bash -c "$(cat "$d/command")"\necho $? > "$d/exit"\n')
     with open(os.path.join(d, "started"), "w") as fh:
         fh.write(repr(time.time()))
-    proc = subprocess.Popen(["bash", "-c", wrapper, d, command], stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(["bash", run], stdin=subprocess.DEVNULL,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     for _ in range(500):
         if os.path.exists(os.path.join(d, "pid")):
