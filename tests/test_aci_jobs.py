@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from test_aci_episode import TextCommandAgent
+
 from rgym_core.aci.commands import parse_action
 from rgym_core.agents import TaskContext
 from rgym_core.records import Action, ExitStatus, Observation
@@ -36,16 +38,12 @@ w.writerow(["id", "y"]); w.writerows([(i, a + b * x) for i, x in tests])
 '''
 
 
-class JobAgent:
-    """Plays text commands (parsed with the episode's schemas) and keeps what it saw."""
-
-    def __init__(self, replies: list[str]) -> None:
-        self.replies = replies
-        self.observations: list[Observation] = []
-        self.tools: list = []
+class JobAgent(TextCommandAgent):
+    """Text commands (see test_aci_episode), keeping every status snapshot it saw;
+    ``PICK`` copies the better job's predictions by the train sse its log reported."""
 
     def start(self, context: TaskContext) -> None:
-        self.tools = context.tools
+        super().start(context)
         self.context = context
         self.statuses: list[dict] = []
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from rgym_core.agents import TaskContext
-from rgym_core.records import Action, EpisodeResult, ExitStatus, Observation
+from rgym_core.records import Action, EpisodeResult, ExitStatus
 from rgym_core.registry import load_registry
 from rgym_core.runner import RunConfig, run_episode
+from rgym_core.testing import ScriptAgent
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,21 +42,6 @@ DETACHED_BOMB = ("(setsid python3 -c '\n"
 MEMORY_HOG = "python3 -c 'a = []\nwhile True: a.append(bytearray(32 << 20))'"
 #: A disk filler that writes until the workspace is full (real blocks, not sparse).
 DISK_FILLER = "dd if=/dev/zero of=filler.bin bs=1M status=none; echo filled; ls"
-
-
-class ListAgent:
-    """Plays a list of actions, then submits; keeps what it saw."""
-
-    def __init__(self, *actions: Action) -> None:
-        self.actions = list(actions)
-        self.observations: list[Observation] = []
-
-    def start(self, context: TaskContext) -> None:
-        self.context = context
-
-    def act(self, observation: Observation) -> Action:
-        self.observations.append(observation)
-        return self.actions.pop(0) if self.actions else Action(tool="submit")
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +77,7 @@ def assert_sweep_keeps_it(result: EpisodeResult) -> None:
 
 
 def _episode(registry: Any, tmp_path: Path, *actions: Action, **config: Any) -> EpisodeResult:
-    agent = ListAgent(Action.bash("python baseline.py"), *actions)
+    agent = ScriptAgent(Action.bash("python baseline.py"), *actions)
     return run_episode(RunConfig(task="rgym/demo", runs_dir=tmp_path / "runs", **config),
                        registry, agent=agent)
 
