@@ -125,7 +125,13 @@ def test_builtin_tools_have_unique_names_and_are_default() -> None:
     assert len(names) == len(set(names))
     assert {"open", "goto", "scroll_up", "scroll_down", "create", "edit", "insert",
             "search_dir", "search_file", "find_file", "bash", "validate", "submit"} <= set(names)
-    assert all(t.default and t.namespace == "rgym" for t in builtin_tools())
+    core = [t for t in builtin_tools() if t.namespace != "jobs"]
+    assert all(t.default and t.namespace == "rgym" for t in core)
+    # The experiment-job tools are built in but asked for (--tool jobs).
+    jobs = [t for t in builtin_tools() if t.namespace == "jobs"]
+    assert sorted(t.name for t in jobs) == ["job_list", "job_log", "job_start", "job_stop",
+                                            "job_wait"]
+    assert not any(t.default for t in jobs)
 
 
 # -- viewer --------------------------------------------------------------------

@@ -39,8 +39,9 @@ class ValidateTool(Tool):
 
     schema = ToolSchema(
         name="validate",
-        description="Grade the current workspace on the validation set without ending the "
-                    "episode; prints your score and the baseline's.",
+        description="Grade the current workspace with the task's grader, on the same hidden "
+                    "test data as the final submission (as MLGym's validate), without ending "
+                    "the episode; prints your score and the baseline's.",
     )
     default = True
 
