@@ -156,6 +156,9 @@ class AgentConfig:
     options: dict[str, Any] = field(factory=dict)
     run_dir: Path | None = None
     task_id: str | None = None
+    #: The task profile the episode runs (``mlgym``, ``cpu``...), for agents whose
+    #: defaults follow it (the react agent's MLGym generation settings).
+    profile: str | None = None
 
 
 @runtime_checkable

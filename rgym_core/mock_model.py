@@ -128,8 +128,9 @@ class MockOptions:
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> MockOptions:
+        # top_p: a generation setting a real client would send; the mock has nothing to sample.
         known = {"replies", "then", "latency_s", "latency_jitter_s", "input_price", "output_price",
-                 "seed"}
+                 "seed", "top_p"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise MockModelError(f"mock model: unknown option(s) {', '.join(unknown)}; known: "

@@ -479,7 +479,7 @@ class Episode:
                                f"its options: {known}")
         cfg = AgentConfig(model=self.config.model, base_url=self.config.base_url,
                           seed=self.config.seed, options=dict(self.config.agent_options),
-                          run_dir=self.run_dir, task_id=self.task.id)
+                          run_dir=self.run_dir, task_id=self.task.id, profile=self.profile)
         try:
             if self.config.agent_isolation != "none":  # the scaffold in its own confined process
                 from rgym_core.agent_process import isolated_agent

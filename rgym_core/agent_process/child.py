@@ -303,7 +303,8 @@ def serve(link: _Link) -> int:
                                      str(info.get("distribution")))
         agent = factory(AgentConfig(model=raw.get("model"), base_url=raw.get("base_url"),
                                     seed=raw.get("seed"), options=dict(raw.get("options") or {}),
-                                    run_dir=None, task_id=raw.get("task_id")))
+                                    run_dir=None, task_id=raw.get("task_id"),
+                                    profile=raw.get("profile")))
     except BaseException as exc:  # noqa: BLE001 - reported to the runner
         link.send(_failure(exc))
         return 1

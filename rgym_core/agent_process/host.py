@@ -63,7 +63,7 @@ LOG_FILE = "agent_process.log"
 #: Client options a scaffold may set itself; any other needs the user's ``--agent-option``.
 SAFE_CLIENT_OPTIONS = frozenset({"connect_timeout", "read_timeout", "max_attempts", "max_wait_s",
                                  "backoff_initial_s", "backoff_max_s", "stream", "max_tokens",
-                                 "temperature"})
+                                 "temperature", "top_p"})
 #: At most this many notes of the scaffold's own usage claims go to the log.
 MAX_REPORTED_NOTES = 50
 #: Facts of ``TaskContext.sandbox_facts`` the scaffold gets (no host paths, no users).
@@ -383,7 +383,7 @@ class ProcessAgent:
                                   "distribution": self.distribution},
                         "config": {"model": config.model, "base_url": config.base_url,
                                    "seed": config.seed, "options": dict(config.options),
-                                   "task_id": config.task_id},
+                                   "task_id": config.task_id, "profile": config.profile},
                         "budget": unstructure(self.budget)}, deadline)
             self._wait_for(("ready",), deadline=deadline, phase="starting")
         except BaseException:

@@ -81,6 +81,11 @@ class ReactOptions:
             raise ValueError(f"react agent: bad --agent-option: {exc}") from None
 
 
+#: MLGym's benchmark settings, the defaults under a task's ``mlgym`` profile (each one
+#: overridable with ``--agent-option temperature=...`` / ``top_p=...``).
+MLGYM_GENERATION = {"temperature": 0.0, "top_p": 0.95}
+
+
 class _PendingStatus:
     """The episode status plus what this action already spent on re-queries (the
     runner adds an action's usage only after ``act`` returns)."""
@@ -109,6 +114,10 @@ class ReactAgent:
     def __init__(self, config: AgentConfig, *, client: ModelClient | None = None) -> None:
         self.config = config
         self.options, self.client_options = ReactOptions.split(dict(config.options))
+        if config.profile == "mlgym":  # MLGym's generation settings, unless the user chose
+            if self.options.temperature is None:
+                self.options.temperature = MLGYM_GENERATION["temperature"]
+            self.client_options.setdefault("top_p", MLGYM_GENERATION["top_p"])
         self.client = client
         self.context: TaskContext | None = None
         self.history = History(keep=self.options.history)

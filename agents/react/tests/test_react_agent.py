@@ -156,3 +156,24 @@ def test_only_the_first_of_several_tool_calls_runs(server):
     agent.act(Observation(output="a.py"))
     tool_message = server.requests[1].json["messages"][-1]
     assert tool_message["content"].startswith("(Only the first of your 2 tool calls was run")
+
+
+@pytest.mark.parametrize(("profile", "options", "sent"), [
+    ("mlgym", {}, {"temperature": 0.0, "top_p": 0.95}),        # MLGym's benchmark settings
+    ("mlgym", {"temperature": "0.3", "top_p": "1.0"}, {"temperature": 0.3, "top_p": 1.0}),
+    ("cpu", {}, {}),                                            # other profiles: the server's
+    (None, {"top_p": "0.5"}, {"top_p": 0.5}),
+])
+def test_generation_settings_follow_the_mlgym_profile(server, monkeypatch, profile, options, sent):
+    monkeypatch.setenv("RGYM_TEST_KEY", "k-123456")
+    server.add(Reply(text=fence("Look.", "ls"), input_tokens=10, output_tokens=5))
+    budget = Budget(max_steps=5)
+    context = TaskContext(task_id="t/demo", description="d", tools=[t.schema for t in builtin_tools()],
+                          budget=budget, status=EpisodeStatus(budget=budget))
+    config = AgentConfig(model="openai-compatible/test-model", base_url=server.base_url,
+                         options={"api_key_env": "RGYM_TEST_KEY", **options}, profile=profile)
+    agent = ReactAgent(config)
+    agent.start(context)
+    agent.act(OPENING)
+    [request] = server.requests
+    assert {k: request.json[k] for k in ("temperature", "top_p") if k in request.json} == sent

@@ -133,6 +133,8 @@ class AnthropicClient(ChatClient):
             payload["system"] = system
         if temperature is not None:
             payload["temperature"] = temperature
+        if self.options.top_p is not None:
+            payload["top_p"] = self.options.top_p
         if tools:
             payload["tools"] = [to_anthropic_tool(t) for t in tools]
         if stream:

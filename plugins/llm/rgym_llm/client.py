@@ -78,6 +78,8 @@ class ClientOptions:
     stream: bool = field(default=False, converter=_to_bool)
     max_tokens: int = field(default=4096, converter=int)
     temperature: float | None = field(default=None, converter=_opt_float)
+    #: Nucleus sampling (``top_p``), sent only when set.
+    top_p: float | None = field(default=None, converter=_opt_float)
     prices: str | None = None
     api_key_env: str | None = None
 

@@ -71,6 +71,8 @@ class OpenAIChatClient(ChatClient):
                                    self.max_tokens_field: max_tokens}
         if temperature is not None:
             payload["temperature"] = temperature
+        if self.options.top_p is not None:
+            payload["top_p"] = self.options.top_p
         if tools:
             payload["tools"] = [_openai_tool(t) for t in tools]
         if stream:
