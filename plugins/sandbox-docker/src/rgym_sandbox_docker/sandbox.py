@@ -353,24 +353,16 @@ class DockerSandbox(Sandbox):
                 return self.shell.counters()
             except Exception:  # noqa: BLE001 - an older or broken session: the exec below
                 pass
+        from rgym_sandbox_docker.supervisor import COUNTER_FILES, parse_counters
+
         try:
             out = run_collect(
                 self.client.api, self.container.id,
-                ["sh", "-c", "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/pids.events "
-                             "/sys/fs/cgroup/memory/memory.oom_control "
-                             "/sys/fs/cgroup/pids/pids.events 2>/dev/null; true"],
+                ["sh", "-c", f"cat {' '.join(COUNTER_FILES)} 2>/dev/null; true"],
                 user="root", timeout=30).stdout
         except Exception:  # noqa: BLE001 - the engine could not start a process in it
             out = b""
-        counts = {"oom": 0, "pids": 0}
-        for line in out.decode(errors="replace").splitlines():
-            parts = line.split()
-            if len(parts) == 2 and parts[1].isdigit():
-                if parts[0] == "oom_kill":
-                    counts["oom"] = max(counts["oom"], int(parts[1]))
-                elif parts[0] == "max":
-                    counts["pids"] = max(counts["pids"], int(parts[1]))
-        return counts
+        return parse_counters(out.decode(errors="replace"))
 
     def health(self) -> SandboxError | None:
         if self.container is None or self._closed:

@@ -268,6 +268,26 @@ def continue_all(pids: Iterable[int]) -> None:
     signal_all(pids, signal.SIGCONT)
 
 
+def _quiet_child(keep: int) -> None:
+    """In a helper just forked: standard descriptors to /dev/null, every other
+    descriptor closed but ``keep`` (nothing of the supervisor's pipes or the host's
+    stream stays open in it)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 16)
+
+
+def _kill_child(pid: int) -> None:
+    """SIGKILL a helper child and reap it (gone already: nothing to do)."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
+
+
 class Freezer:
     """Stops every process of the agent user at once: ``kill(-1, SIGSTOP)`` sent *as*
     that user reaches all of its processes in one pass of the kernel, and a fork in
@@ -292,12 +312,8 @@ class Freezer:
         except OSError:
             return False  # no room for a helper now: scanning will do
         if pid == 0:
-            try:  # keep nothing of the supervisor's: not its pipes, not the host's stream
-                null = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
-                    os.dup2(null, fd)
-                os.closerange(3, read_end)
-                os.closerange(read_end + 1, 1 << 16)
+            try:
+                _quiet_child(read_end)
                 if os.read(read_end, 1) == b"F":
                     os.setgroups([])
                     os.setresgid(self.gid, self.gid, self.gid)
@@ -332,11 +348,7 @@ class Freezer:
 
     def close(self) -> None:
         if self.pid is not None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-            except OSError:
-                pass
+            _kill_child(self.pid)
             os.close(self.pipe)
             self.pid = None
 
@@ -363,12 +375,7 @@ class Reserve:
         if pid == 0:
             try:
                 mine.close()
-                keep = theirs.fileno()
-                null = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
-                    os.dup2(null, fd)
-                os.closerange(3, keep)
-                os.closerange(keep + 1, 1 << 16)
+                _quiet_child(theirs.fileno())
                 msg, fds, _, _ = socket.recv_fds(theirs, 1 << 20, 3)
                 if not msg or len(fds) != 3:
                     os._exit(0)
@@ -407,11 +414,7 @@ class Reserve:
 
     def close(self) -> None:
         if self.pid is not None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-            except OSError:
-                pass
+            _kill_child(self.pid)
             if self.sock is not None:
                 self.sock.close()
             self.pid = self.sock = None
@@ -498,25 +501,36 @@ def kill_all(uid: int, freezer: Freezer | None, keep: Iterable[int] = ()) -> lis
     return lines
 
 
+#: The cgroup files (v2, then v1) that count OOM kills and refused forks.
+COUNTER_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/pids.events",
+                 "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/pids/pids.events")
+
+
+def parse_counters(text: str) -> dict[str, int]:
+    """``{"oom": kills, "pids": refused forks}`` from the text of :data:`COUNTER_FILES`
+    (``oom_kill N`` and ``max N`` lines; the largest of each)."""
+    counts = {"oom": 0, "pids": 0}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            if parts[0] == "oom_kill":
+                counts["oom"] = max(counts["oom"], int(parts[1]))
+            elif parts[0] == "max":
+                counts["pids"] = max(counts["pids"], int(parts[1]))
+    return counts
+
+
 def read_counters() -> dict[str, int]:
     """OOM kills and refused forks of the container so far (cgroup v1 or v2 files),
     read without starting a process."""
-    counts = {"oom": 0, "pids": 0}
-    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/pids.events",
-                 "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/pids/pids.events"):
+    texts = []
+    for path in COUNTER_FILES:
         try:
             with open(path) as fh:
-                text = fh.read()
+                texts.append(fh.read())
         except OSError:
             continue
-        for line in text.splitlines():
-            parts = line.split()
-            if len(parts) == 2 and parts[1].isdigit():
-                if parts[0] == "oom_kill":
-                    counts["oom"] = max(counts["oom"], int(parts[1]))
-                elif parts[0] == "max":
-                    counts["pids"] = max(counts["pids"], int(parts[1]))
-    return counts
+    return parse_counters("\n".join(texts))
 
 
 def reap() -> None:
