@@ -51,7 +51,7 @@ from rgym_core.grader_confinement import (
 )
 from rgym_core.records import ScoreRecord, SnapshotInfo
 from rgym_core.sandbox import Sandbox
-from rgym_core.snapshot import Snapshot, SnapshotMode, take_snapshot, tree_digest
+from rgym_core.snapshot import Snapshot, SnapshotMode, take_snapshot
 from rgym_core.specs import PreparedDataset, TaskSpec
 
 SCORES_FILE = gp.SCORES_FILE
@@ -135,13 +135,10 @@ class Grader:
         if full:
             return take_snapshot(self.sandbox, dest, mode=mode, exclude=mounts,
                                  quota_bytes=quota_bytes)
-        snap = take_snapshot(self.sandbox, dest, mode=mode, exclude=[*mounts, *spec.exclude],
-                             include=list(spec.submission), quota_bytes=quota_bytes)
-        keep_only_submission(dest, spec.submission, spec.exclude)
-        digest = tree_digest(dest)
-        if digest != snap.info.sha256:
-            snap.info = attrs.evolve(snap.info, sha256=digest)
-        return snap
+        return take_snapshot(self.sandbox, dest, mode=mode, exclude=[*mounts, *spec.exclude],
+                             include=list(spec.submission), quota_bytes=quota_bytes,
+                             keep=lambda copy: keep_only_submission(copy, spec.submission,
+                                                                    spec.exclude))
 
     def _place_submission(self, dest: Path, snapshot: Snapshot | None) -> SnapshotInfo:
         """Put the submission at ``dest``: the given snapshot (moved, then filtered

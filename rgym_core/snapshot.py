@@ -28,7 +28,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -109,13 +109,15 @@ def archive_digest(archive: Path) -> str:
 
 def take_snapshot(sandbox: Sandbox, dest: Path, *, mode: SnapshotMode,
                   exclude: Sequence[str] = (), include: Sequence[str] | None = None,
-                  quota_bytes: int | None = None) -> Snapshot:
+                  quota_bytes: int | None = None,
+                  keep: Callable[[Path], None] | None = None) -> Snapshot:
     """Copy the workspace into the new host folder ``dest`` as one snapshot.
 
     ``mode`` says what happens to the agent's processes (see :data:`SnapshotMode`);
     a backend that cannot freeze or kill is copied as it is, and the record says so
     (``frozen``/``after_kill`` false).  ``exclude``/``include`` are the export's
-    globs (:meth:`Sandbox.export_workspace`)."""
+    globs (:meth:`Sandbox.export_workspace`); ``keep(dest)``, when given, trims the
+    copy further before its digest is taken."""
     from rgym_core.rundir import export_workspace
 
     frozen = after_kill = False
@@ -138,6 +140,8 @@ def take_snapshot(sandbox: Sandbox, dest: Path, *, mode: SnapshotMode,
         if frozen:
             sandbox.thaw()
     dest.mkdir(exist_ok=True)
+    if keep is not None:
+        keep(dest)
     digest, files, size = _digest(dest)
     return Snapshot(dest, SnapshotInfo(sha256=digest, frozen=frozen, after_kill=after_kill,
                                        killed=killed, files=files, bytes=size))
