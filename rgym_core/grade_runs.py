@@ -196,35 +196,36 @@ def reap_leftovers(run: RunDir, registry: Registry) -> list[str]:
     """Kill whatever a killed run's episode still runs (its uid, pid namespace or
     container: the backend's :attr:`~rgym_core.sandbox.SandboxSpec.reap`), so nothing
     changes its workspace after the snapshot; return the command lines killed."""
+    handle, spec = _backend_of(run, registry)
+    if handle is None or spec is None or spec.reap is None:
+        return []
+    return list(spec.reap(handle))
+
+
+def _backend_of(run: RunDir, registry: Registry) -> tuple[dict[str, Any] | None, Any]:
+    """A killed run's reap handle and the registered backend that wrote it (None for
+    either when the trajectory has none or the backend is not installed)."""
     record = _sandbox_record(run)
     handle = record.get("reap")
     if not isinstance(handle, dict) or not handle:
-        return []
+        return None, None
     try:
-        spec = registry.sandbox(str(record.get("backend") or ""))
+        return handle, registry.sandbox(str(record.get("backend") or ""))
     except (RegistryError, KeyError):
-        return []
-    if spec.reap is None:
-        return []
-    return list(spec.reap(handle))
+        return handle, None
 
 
 def _archive_leftover(run: RunDir, mounts: list[str], registry: Registry | None = None) -> bool:
     """Archive the workspace a killed run left: a host folder, or (a container's)
     through the backend's ``export_leftover``; True when done."""
-    record = _sandbox_record(run)
-    folder = record.get("host_workspace")
+    folder = _sandbox_record(run).get("host_workspace")
     if folder and Path(folder).is_dir() and not Path(folder).is_symlink():
         archive_folder(Path(folder), run.archive_path, exclude=mount_excludes(mounts))
         return True
-    handle = record.get("reap")
-    if registry is None or not isinstance(handle, dict) or not handle:
+    if registry is None:
         return False
-    try:
-        spec = registry.sandbox(str(record.get("backend") or ""))
-    except (RegistryError, KeyError):
-        return False
-    if spec.export_leftover is None:
+    handle, spec = _backend_of(run, registry)
+    if handle is None or spec is None or spec.export_leftover is None:
         return False
     with tempfile.TemporaryDirectory(prefix="rgym-leftover-") as tmp:
         dest = Path(tmp) / "workspace"

@@ -731,7 +731,9 @@ class Episode:
         self.progress("grading", {"kind": kind})
         if snapshot is None:
             snapshot = self._validate_snapshot()
-        record = self.grader.grade(kind, self.step_index, snapshot)
+        return self._keep_score(self.grader.grade(kind, self.step_index, snapshot))
+
+    def _keep_score(self, record: ScoreRecord) -> ScoreRecord:
         self.scores.append(record)
         self.writer.score(record)
         return record
@@ -816,11 +818,9 @@ class Episode:
 
     def _grade_failed(self, kind: str) -> ScoreRecord:
         """The final record when the workspace could not be copied out."""
-        record = ScoreRecord(step=self.step_index, kind=kind, valid=False,
-                             error=f"could not collect the submission: {self._snapshot_error}")
-        self.scores.append(record)
-        self.writer.score(record)
-        return record
+        return self._keep_score(ScoreRecord(
+            step=self.step_index, kind=kind, valid=False,
+            error=f"could not collect the submission: {self._snapshot_error}"))
 
     def _finish(self, sandbox: Sandbox | None, ctx: ToolContext | None, result: EpisodeResult) -> None:
         result.scores = list(self.scores)

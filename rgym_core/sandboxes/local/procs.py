@@ -182,6 +182,16 @@ def thaw(frozen: list[Frozen]) -> None:
             kill(pid, signal.SIGCONT)
 
 
+def kill_named(match: Callable[[int], bool]) -> list[tuple[int, str]]:
+    """Stop every process ``match`` accepts, read its command line while it cannot
+    change, then kill them all (:func:`kill_matching`); ``(pid, command line)`` of
+    those it stopped, in pid order."""
+    stopped, _ = freeze_matching(match, deadline_s=2.0)
+    named = [(pid, cmdline(pid)) for pid, _ in sorted(stopped)]
+    kill_matching(match)
+    return named
+
+
 def kill(pid: int, sig: int = signal.SIGKILL) -> None:
     try:
         os.kill(pid, sig)

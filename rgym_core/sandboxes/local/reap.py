@@ -93,7 +93,4 @@ def reap(handle: dict[str, Any]) -> list[str]:
         def match(pid: int) -> bool:
             return procs.uid_of(pid) == os.getuid() and procs.environ_has(pid, needle)
 
-    stopped, _ = procs.freeze_matching(match, deadline_s=2.0)
-    names = [procs.cmdline(pid) for pid, _ in stopped]
-    procs.kill_matching(match)
-    return [name for name in names if name]
+    return [name for _, name in procs.kill_named(match) if name]

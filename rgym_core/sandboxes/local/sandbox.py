@@ -233,12 +233,10 @@ class LocalSandbox(Sandbox):
             shell = self._state.shell
             shell_pid = shell.pid if shell is not None else None
             self._frozen = []
-            stopped, _ = procs.freeze_matching(self._agent_process, deadline_s=2.0)
-            names = [procs.cmdline(pid) for pid, _ in stopped if pid != shell_pid]
-            procs.kill_matching(self._agent_process)
+            named = procs.kill_named(self._agent_process)
             if shell is not None:
                 shell.close()
-            return [name for name in names if name]
+            return [name for pid, name in named if name and pid != shell_pid]
 
     def reap_handle(self) -> dict[str, object]:
         conf = self._state.conf
