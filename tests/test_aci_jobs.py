@@ -125,7 +125,7 @@ def test_concurrent_jobs_are_capped_and_names_checked(tmp_path: Path) -> None:
     replies = ["```\njob_start a sleep 60\n```", "```\njob_start b sleep 60\n```",
                "```\njob_start c sleep 60\n```", "```\njob_stop a\n```",
                "```\njob_start c echo ok\n```", "```\njob_start ../x echo no\n```",
-               "```\njob_log nope\n```"]
+               "```\njob_log nope\n```", "```\njob_stop nope\n```", "```\njob_wait nope 5\n```"]
     result = run_episode(RunConfig(task="test/capped-jobs", agent="scripted", runs_dir=tmp_path,
                                    tools=["jobs"], archive_workspace=False), registry,
                          agent=JobAgent(replies))
@@ -134,4 +134,5 @@ def test_concurrent_jobs_are_capped_and_names_checked(tmp_path: Path) -> None:
     assert out[3]["output"].startswith("stopped job a: killed")
     assert not out[4]["error"]
     assert out[5]["error"] and "job name '../x'" in out[5]["output"]
-    assert out[6]["error"] and "no job called 'nope'" in out[6]["output"]
+    for unknown in out[6:9]:
+        assert unknown["error"] and "no job called 'nope'; jobs: a, b, c" in unknown["output"]

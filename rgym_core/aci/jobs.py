@@ -115,6 +115,10 @@ def names():
     except OSError:
         return []
 
+if action in ("wait", "stop") and args["name"] not in names():
+    print(json.dumps({"error": f"no job called '{args['name']}'; jobs: "
+                               f"{', '.join(names()) or 'none'}"}))
+    sys.exit()
 if action == "start":
     name, command, cap = args["name"], args["command"], args["max_jobs"]
     running = [n for n in names() if info(n)["state"] == "running"]
@@ -321,7 +325,6 @@ class JobWait(_JobTool):
 
     def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         name = _name(args)
-        _known(ctx, name)
         limit = max(1.0, float(ctx.action_timeout_s) - 5.0)
         wait = min(float(args.get("timeout") or 60), limit)
         job = _jobs(ctx, "wait", {"name": name, "timeout": wait}, timeout=wait + 30)
@@ -339,7 +342,6 @@ class JobStop(_JobTool):
 
     def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         name = _name(args)
-        _known(ctx, name)
         job = _jobs(ctx, "stop", {"name": name})
         return ToolResult(output=f"stopped job {_line(job)}", info={"job": job})
 
