@@ -9,7 +9,11 @@ a write was blocked while the HNSW index was built and later extended.
 Stored vectors are synthetic (unit 384-d vectors scattered around topic
 centres, like sentence embeddings of notes on a few hundred subjects) so that
 the 100k store builds in seconds; the query embedding uses the real model.
-Options: ``--sizes 1000,10000,100000``, ``--queries 200``, ``--json`` (figures only).
+Search timings run in ``--rounds`` rounds (a block of each method, in an order
+shuffled per round); the speedup is taken round by round and printed as its median,
+IQR and min-max, and the end-to-end calls are paired query by query.
+Options: ``--sizes 1000,10000,100000``, ``--queries 200``, ``--rounds 5``, ``--json``
+(figures only).
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 
 import numpy as np
+from _paired import load, ratios, rounds, spread
 from rgym_tools_memory.embedders import MiniLMEmbedder, normalise
 from rgym_tools_memory.index import IndexConfig, VectorIndex, recall_at_k
 from rich.console import Console
@@ -90,10 +96,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=5, help="paired rounds of the search timings")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON only")
     opts = parser.parse_args()
     sizes = [int(s) for s in opts.sizes.split(",")]
-    console = Console(stderr=opts.json)
+    # wide enough for the table when the output goes to a file or a pipe
+    console = Console(stderr=opts.json, width=None if sys.stdout.isatty() else 130)
     rng = np.random.default_rng(0)
     centers = normalise(rng.standard_normal((500, DIM), dtype=np.float32))
     biggest = max(sizes)
@@ -137,15 +145,16 @@ def main() -> None:
         else:
             index.add(data[:n])
         matrix = index.vectors()
-        # three rounds, each a block of our searches then a block of brute-force
-        # scans (interleaving single calls would let each 150 MB scan evict the
-        # index from the CPU caches); each method keeps its quietest round, as
-        # the host may be shared and noise only ever adds time
-        rounds = [(per_call_ms(lambda q, ix=index: ix.search(q, K), queries),
-                   per_call_ms(lambda q, m=matrix: brute_force(m, q), queries))
-                  for _ in range(3)]
-        ours = min((r[0] for r in rounds), key=statistics.median)
-        brute = min((r[1] for r in rounds), key=statistics.median)
+        # ``--rounds`` rounds, each a block of our searches and a block of brute-force
+        # scans in an order shuffled per round (interleaving single calls would let each
+        # 150 MB scan evict the index from the CPU caches); the speedup is taken within
+        # each round (median brute / median ours) and its spread over rounds printed
+        got = rounds({"ours": lambda ix=index: per_call_ms(lambda v: ix.search(v, K), queries),  # noqa: B023
+                      "brute": lambda m=matrix: per_call_ms(lambda v: brute_force(m, v), queries)},  # noqa: B023
+                     opts.rounds, seed=n)
+        ours_rounds = [statistics.median(r) for r in got["ours"]]
+        brute_rounds = [statistics.median(r) for r in got["brute"]]
+        speedups = ratios(brute_rounds, ours_rounds)
         _, truth = index.search_exact(queries, K)
         found = np.array([[i for i, _ in index.search(q, K)] for q in queries])
         recall = recall_at_k(found, truth)
@@ -156,9 +165,11 @@ def main() -> None:
              lambda t, m=matrix: brute_force(m, embedder.embed([t])[0])], texts)
         fig = {
             "count": index.count, "mode": index.mode,
-            "ours_ms": round(statistics.median(ours), 4),
-            "brute_ms": round(statistics.median(brute), 4),
-            "speedup": round(statistics.median(brute) / statistics.median(ours), 1),
+            "ours_ms": round(statistics.median(ours_rounds), 4),
+            "brute_ms": round(statistics.median(brute_rounds), 4),
+            "speedup": round(spread(speedups)["median"], 1),
+            "speedup_spread": {k: round(v, 2) for k, v in spread(speedups).items()},
+            "e2e_speedup_spread": {k: round(v, 2) for k, v in spread(ratios(e2e_brute, e2e_ours)).items()},
             "recall_at_10": round(recall, 4),
             "e2e_ours_ms": round(statistics.median(e2e_ours), 3),
             "e2e_brute_ms": round(statistics.median(e2e_brute), 3),
@@ -183,17 +194,26 @@ def main() -> None:
         print(json.dumps(figures, indent=1))
         return
 
-    table = Table(title=f"memory_read, top-{K}, {opts.queries} queries (median ms per query, "
-                        "quietest of 3 rounds)")
-    for col in ("memories", "index", "ours", "brute force", "speedup", "recall@10",
-                "ours + embed", "brute + embed"):
+    table = Table(title=f"memory_read, top-{K}, {opts.queries} queries (median ms per query over "
+                        f"{opts.rounds} rounds of a shuffled order; speedup: median of the "
+                        f"paired per-round ratios, IQR, min-max; load average {load()})")
+    for col in ("memories", "index", "ours", "brute force", "speedup (IQR) min-max",
+                "recall@10", "ours + embed", "brute + embed"):
         table.add_column(col, justify="right")
+    e2e_lines: list[str] = []
     for fig in rows:
+        sp, e2e = fig["speedup_spread"], fig["e2e_speedup_spread"]
         table.add_row(f"{fig['count']:,}", fig["mode"], f"{fig['ours_ms']:.3f}",
-                      f"{fig['brute_ms']:.3f}", f"{fig['speedup']:.1f}x",
+                      f"{fig['brute_ms']:.3f}",
+                      f"{fig['speedup']:.1f}x ({sp['q1']:.1f}-{sp['q3']:.1f}) "
+                      f"{sp['min']:.1f}-{sp['max']:.1f}",
                       f"{fig['recall_at_10']:.3f}", f"{fig['e2e_ours_ms']:.2f}",
                       f"{fig['e2e_brute_ms']:.2f}")
+        e2e_lines.append(f"{fig['count']:,}: {e2e['median']:.2f}x (IQR {e2e['q1']:.2f}-{e2e['q3']:.2f}, "
+                         f"min {e2e['min']:.2f}, max {e2e['max']:.2f})")
     console.print(table)
+    console.print(f"end to end (embed + search), brute / ours paired query by query: "
+                  f"{'; '.join(e2e_lines)}")
     console.print(f"query embedding (all-MiniLM-L6-v2, CPU): {embed_med:.2f} ms median; "
                   f"model load {load_s:.1f} s; memory_write end to end "
                   f"{figures['e2e_write_ms_median']:.2f} ms median")

@@ -25,6 +25,12 @@ rgym tree with the scoring package before and after streaming): 100k episodes
 257.7 -> 136.5 MB (4.0 -> 2.9 s), 10k episodes x 40 scores 221.9 -> 78.0 MB,
 10k x 4 88.8 -> 77.8 MB, 1k 74.3 -> 74.2 MB; the interpreter and imports alone 36 MB.
 
+Part 1 runs its three timings in ``--repeats`` rounds of a shuffled order too, and
+prints each as median (IQR, min, max), with the subprocess paired against its
+floor (a fresh interpreter that only imports the CLI and the scoring modules);
+part 2 pairs each input's peak RSS and wall time with that round's imports-only
+process the same way.
+
 Run: ``python benchmarks/bench_scoring.py [--memory | --time] [--repeats N]``.
 """
 
@@ -40,6 +46,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _paired import load, ratios, rounds, show, spread
 
 SOLVERS, TASKS, RUNS, SCORES = 20, 18, 10, 50
 #: The memory figure's shape: solvers x tasks cells, runs per cell from the episode count.
@@ -110,30 +118,34 @@ def memory(repeats: int) -> None:
             cases.append((label, path, rows))
         # the interpreter and imports alone, for scale
         floor = [sys.executable, "-c", "import rgym_core.scoring.api, rgym_core.scoring.report"]
-        samples: dict[str, tuple[list[float], list[float]]] = {c[0]: ([], []) for c in cases}
-        samples["imports only"] = ([], [])
-        for _ in range(repeats):
-            for label, path, _rows in cases:
-                rss, wall, rc = child_peak([sys.executable, "-m", "rgym_core.cli", "score",
-                                            "--input", str(path), "--output",
-                                            str(Path(tmp) / "out.txt")])
-                if rc != 0:
-                    raise SystemExit(f"rgym score failed on {path} (exit {rc})")
-                samples[label][0].append(rss)
-                samples[label][1].append(wall)
-            rss, wall, _ = child_peak(floor)
-            samples["imports only"][0].append(rss)
-            samples["imports only"][1].append(wall)
-        print(f"`rgym score --input FILE` peak RSS and wall time, {repeats} interleaved rounds "
-              f"({MEM_SOLVERS} solvers x {MEM_TASKS} tasks)")
+        def score(path: Path) -> tuple[float, float]:
+            rss, wall, rc = child_peak([sys.executable, "-m", "rgym_core.cli", "score",
+                                        "--input", str(path), "--output",
+                                        str(Path(tmp) / "out.txt")])
+            if rc != 0:
+                raise SystemExit(f"rgym score failed on {path} (exit {rc})")
+            return rss, wall
+
+        methods = {label: (lambda path=path: score(path)) for label, path, _rows in cases}
+        methods["imports only"] = lambda: child_peak(floor)[:2]
+        got = rounds(methods, repeats, warmup=0)
+        samples = {label: ([r[0] for r in rows], [r[1] for r in rows]) for label, rows in got.items()}
+        base_rss, base_wall = samples["imports only"]
+        print(f"`rgym score --input FILE` peak RSS and wall time, {repeats} rounds, order shuffled "
+              f"per round ({MEM_SOLVERS} solvers x {MEM_TASKS} tasks); load average {load()}")
         print(f"{'input':<58} {'peak RSS MB: median   min     max':>34}   "
               f"{'seconds: median  min   max':>28}")
         for label, (rss_values, walls) in samples.items():
             print(f"{label:<58} {_stats(rss_values):>34}   "
                   f"{statistics.median(walls):7.2f} {min(walls):5.2f} {max(walls):5.2f}")
+        print("paired by round against the interpreter and imports alone (the floor):")
+        for label, (rss_values, walls) in samples.items():
+            if label != "imports only":
+                print(f"    {label:<54} RSS {show(ratios(rss_values, base_rss))}; "
+                      f"wall {show(ratios(walls, base_wall))}")
 
 
-def timing() -> None:
+def timing(repeats: int) -> None:
     from rgym_core.scoring import api, report
     from rgym_core.scoring.profiles import compute_profiles
 
@@ -141,31 +153,51 @@ def timing() -> None:
         path = Path(tmp) / "long.csv"
         rows = generate(path)
         print(f"input: {rows} score rows ({SOLVERS} solvers x {TASKS} tasks x {RUNS} runs x "
-              f"{SCORES} scores), {path.stat().st_size / 1e6:.1f} MB")
-
-        t0 = time.perf_counter()
+              f"{SCORES} scores), {path.stat().st_size / 1e6:.1f} MB; {repeats} rounds, order "
+              f"shuffled per round; median (IQR, min, max); load average {load()}")
         result = api.score_long(path, directions=lambda task: None)
-        text = report.to_json(result)
-        t1 = time.perf_counter()
-        print(f"end to end in-process (load + score + JSON, {len(text) / 1e6:.1f} MB): "
-              f"{t1 - t0:.3f} s (target < 2 s)")
-
-        t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "rgym_core.cli", "score", "--input",
-                               str(path), "--format", "json", "--output",
-                               str(Path(tmp) / "out.json")], capture_output=True, text=True)
-        t1 = time.perf_counter()
-        status = "ok" if proc.returncode == 0 else f"failed: {proc.stderr.strip()[-200:]}"
-        print(f"end to end as `rgym score` subprocess: {t1 - t0:.3f} s ({status})")
-
         directions = {t: i.direction for t, i in result.tasks.items()}
-        repeats = 20
-        t0 = time.perf_counter()
-        for _ in range(repeats):
-            compute_profiles(result.best_table, result.last_table, directions)
-        t1 = time.perf_counter()
-        print(f"profiles + AUP + rankings alone (both tables): "
-              f"{(t1 - t0) / repeats * 1000:.2f} ms per call (mean of {repeats})")
+        size = len(report.to_json(result))
+
+        def in_process() -> float:
+            t0 = time.perf_counter()
+            report.to_json(api.score_long(path, directions=lambda task: None))
+            return time.perf_counter() - t0
+
+        def cli() -> float:
+            t0 = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-m", "rgym_core.cli", "score", "--input",
+                                   str(path), "--format", "json", "--output",
+                                   str(Path(tmp) / "out.json")], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise SystemExit(f"rgym score failed: {proc.stderr.strip()[-200:]}")
+            return time.perf_counter() - t0
+
+        def imports() -> float:  # the floor of the subprocess: the interpreter and imports
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "import rgym_core.cli, rgym_core.scoring.api, "
+                            "rgym_core.scoring.report"], check=True)
+            return time.perf_counter() - t0
+
+        def profiles() -> float:
+            calls = 20
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                compute_profiles(result.best_table, result.last_table, directions)
+            return (time.perf_counter() - t0) / calls
+
+        got = rounds({"in-process": in_process, "cli": cli, "imports": imports,
+                      "profiles": profiles}, repeats)
+        e2e = spread(got["in-process"])["median"]
+        print(f"end to end in-process (load + score + JSON, {size / 1e6:.1f} MB): "
+              f"{show(got['in-process'], ' s', 3)} (target < 2 s: {'met' if e2e < 2 else 'NOT met'})")
+        print(f"end to end as `rgym score` subprocess: {show(got['cli'], ' s', 3)}; its floor, the "
+              f"interpreter and imports alone: {show(got['imports'], ' s', 3)}")
+        print(f"    subprocess / in-process, paired: {show(ratios(got['cli'], got['in-process']))}; "
+              f"subprocess - floor, paired: "
+              f"{show([c - f for c, f in zip(got['cli'], got['imports'], strict=True)], ' s', 3)}")
+        print(f"profiles + AUP + rankings alone (both tables), mean of 20 calls a round: "
+              f"{show(got['profiles'], ' ms', 2, 1000)}")
 
 
 def main() -> None:
@@ -173,10 +205,10 @@ def main() -> None:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--memory", action="store_true", help="only the memory figure")
     which.add_argument("--time", action="store_true", help="only the timing figure")
-    parser.add_argument("--repeats", type=int, default=3, help="rounds of the memory figure")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of each figure")
     args = parser.parse_args()
     if not args.memory:
-        timing()
+        timing(args.repeats)
     if not args.time:
         memory(args.repeats)
 

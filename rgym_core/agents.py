@@ -17,13 +17,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from attrs import define, field
 
 from rgym_core.records import Action, EndReason, Observation, Usage
 from rgym_core.specs import Budget, Metric, Resources
 from rgym_core.tools import ToolSchema
+
+if TYPE_CHECKING:
+    from rgym_core.models import ModelFactory
 
 
 class BudgetExceeded(Exception):
@@ -159,6 +162,12 @@ class AgentConfig:
     #: The task profile the episode runs (``mlgym``, ``cpu``...), for agents whose
     #: defaults follow it (the react agent's MLGym generation settings).
     profile: str | None = None
+    #: Builds a model client through the run's registry, the one ``--plugins``
+    #: chose (``create_model_client(name, base_url=..., **options)``); under
+    #: ``--agent-isolation process`` it asks the runner.  Set by the runner;
+    #: ``None`` for an agent built outside a run, which may fall back to
+    #: :func:`rgym_core.create_model_client`.
+    create_model_client: ModelFactory | None = field(default=None, repr=False, eq=False)
 
 
 @runtime_checkable

@@ -107,6 +107,6 @@ CORE_COMMANDS = [
 @hookimpl
 def rgym_cli_commands() -> list[click.Command]:
     """The core's commands, registered like any plugin's and imported on first use."""
-    from rgym_core.cli import lazy_command
+    from rgym_core.commands.lazy import lazy_command
 
     return [lazy_command(name, target, help) for name, target, help in CORE_COMMANDS]

@@ -153,12 +153,36 @@ def check_task(task: TaskSpec, report: PackReport, where: str) -> None:
         if folder and grader_dir and folder.is_dir() and grader_dir.is_dir():
             check_no_leak(grader_dir, folder, report, where, f" of '{written}'")
     names = {m.name for m in task.metrics}
-    unknown = sorted(set(task.baseline_scores) - names)
+    recorded = task.baseline.scores if task.baseline else {}
+    unknown = sorted(set(recorded) - names)
     report.add(where, not unknown, "baseline scores name known metrics" if not unknown
                else f"baseline scores name unknown metrics: {', '.join(unknown)}")
     for i, item in enumerate(task.scripted_actions):
         if not isinstance(item, dict) or "tool" not in item:
             report.add(where, False, f"scripted_actions[{i}] needs a 'tool'")
+
+
+def check_baseline_kinds(task: TaskSpec, report: PackReport, where: str) -> None:
+    """Say which baseline figures a profile carries: rgym's measured ones (and where
+    they were measured) and the original's published ones (and their source)."""
+    baseline = task.baseline
+    if baseline is not None and baseline.scores:
+        if baseline.on_fixture:
+            report.add(where, True, "baseline scores were measured on a test fixture "
+                       "(baseline.measured_on: fixture): check-pack reproduces them, scoring and "
+                       "the agent's prompt never use them")
+        elif baseline.measured_on == "published":
+            report.add(where, True, "baseline scores are the original's published figures, not "
+                       "reproduced here (baseline.measured_on: published): --baselines measured "
+                       "never uses them")
+        elif baseline.measured_on is None:
+            report.add(where, True, "baseline scores do not say where they were measured: set "
+                       "baseline.measured_on (data or fixture), baseline.machine and baseline.data")
+        else:
+            report.add(where, True, "baseline scores measured on the profile's data"
+                       + (f" ({baseline.machine})" if baseline.machine else ""))
+    if task.published.baseline or task.published.reference:
+        report.add(where, True, f"published figures cited: {task.published.source[:80]}")
 
 
 def check_no_leak(grader_dir: Path, starter: Path, report: PackReport, where: str, what: str = "") -> None:
@@ -229,6 +253,7 @@ def check_pack(path: Path, *, profiles: list[str] | None = None, run_baselines: 
             # The files are the same in every profile unless it changes the grader or datasets.
             if i == 0 or (profile is not None and (profile.grader is not None or profile.datasets is not None)):
                 check_task(spec, report, _where(where, name if i else None))
+            check_baseline_kinds(spec, report, _where(where, name))
         loaded.append((file, task))
     if run_baselines:
         for file, task in loaded:

@@ -1,7 +1,7 @@
 """The ``rgym`` command line: one click group whose commands all come from plugins.
 
 Every command, the core's included, is registered through the
-``rgym_cli_commands`` hook, usually as a :func:`lazy_command`: a name, a line of
+``rgym_cli_commands`` hook, usually as a :func:`rgym_core.lazy_command`: a name, a line of
 help and the ``module:attribute`` of the real command, imported only when that
 command runs (or its own ``--help`` is asked for).  ``rgym --help`` therefore
 imports no command module, and a command module may import what it needs.
@@ -14,7 +14,6 @@ file or name; 130 the episode was cancelled (SIGINT/SIGTERM).
 
 from __future__ import annotations
 
-import importlib
 import sys
 import tempfile
 import warnings
@@ -24,68 +23,11 @@ from typing import Any
 import click
 
 from rgym_core import __version__
+from rgym_core.commands.lazy import LazyCommand
 from rgym_core.registry import BUILTIN, Registry, RegistryError, load_registry
 from rgym_core.serialization import SpecError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
-
-
-class LazyCommand(click.Command):
-    """A command known by its name and one line of help; the real
-    :class:`click.Command` (``target``, written ``"module:attribute"``) is imported
-    the first time the command runs or shows its own help."""
-
-    def __init__(self, name: str, target: str, help: str, *, hidden: bool = False) -> None:
-        module, sep, attribute = target.partition(":")
-        if not sep or not module or not attribute:
-            raise ValueError(f"lazy command '{name}': target must be 'module:attribute', got {target!r}")
-        super().__init__(name, help=help, short_help=help, hidden=hidden)
-        self.target = target
-        self._loaded: click.Command | None = None
-
-    def load(self) -> click.Command:
-        """Import and return the real command (raising a :class:`click.ClickException`
-        that names the module when it cannot be imported)."""
-        if self._loaded is None:
-            module, _, attribute = self.target.partition(":")
-            try:
-                obj: Any = importlib.import_module(module)
-                for part in attribute.split("."):
-                    obj = getattr(obj, part)
-            except Exception as exc:  # noqa: BLE001 - a broken plugin command is reported
-                raise click.ClickException(
-                    f"the command '{self.name}' failed to load from {self.target} "
-                    f"({type(exc).__name__}: {exc})") from None
-            if not isinstance(obj, click.Command):
-                raise click.ClickException(f"the command '{self.name}': {self.target} is not a "
-                                           f"click command")
-            self._loaded = obj
-        return self._loaded
-
-    # Used directly (outside RgymGroup, which hands out the loaded command):
-    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
-                     **extra: Any) -> click.Context:
-        return self.load().make_context(info_name, args, parent=parent, **extra)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        return self.load().invoke(ctx)
-
-    def get_short_help_str(self, limit: int = 45) -> str:
-        return self.short_help or ""
-
-
-def lazy_command(name: str, target: str, help: str, *, hidden: bool = False) -> LazyCommand:
-    """A command for ``rgym_cli_commands`` that is imported on first use::
-
-        @hookimpl
-        def rgym_cli_commands():
-            return [lazy_command("audit", "rgym_integrity.cli:audit",
-                                 "Check run directories for signs of tampering.")]
-
-    ``help`` is the line ``rgym --help`` shows (keep it the first line of the
-    command's docstring).
-    """
-    return LazyCommand(name, target, help, hidden=hidden)
 
 
 def _split_csv(values: tuple[str, ...] | list[str]) -> list[str]:
@@ -222,14 +164,64 @@ def _show_warning(message: Any, category: type[Warning], filename: str, lineno: 
     click.echo(text if text.startswith(("rgym", "warning")) else f"warning: {text}", err=True)
 
 
+def _or_list(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def usage_error_line(exc: click.UsageError, argv: list[str] | None = None) -> str:
+    """click's usage error (an unknown option or command, a missing argument, a bad
+    value or choice) as rgym's other errors: one line with what is wrong and the fix.
+    ``argv`` names the command when click's parser gave the error no context."""
+    ctx = exc.ctx
+    if ctx is not None:
+        where = ctx.command_path
+    else:
+        words = [a for a in (argv or []) if a and not a.startswith("-")]
+        where = f"rgym {words[0]}" if words else "rgym"
+    help_hint = f"`{where} --help` lists the options"
+    if isinstance(exc, click.NoSuchOption):
+        guess = f"did you mean {_or_list(exc.possibilities)}? " if exc.possibilities else ""
+        return f"{where}: no option {exc.option_name}; {guess or ''}{help_hint}"
+    if isinstance(exc, click.MissingParameter) and exc.param is not None and ctx is not None:
+        param = exc.param
+        if isinstance(param, click.Argument):
+            usage = " ".join(ctx.command.collect_usage_pieces(ctx))
+            return (f"{where}: missing argument {param.human_readable_name}; usage: {where} "
+                    f"{usage}")
+        return f"{where}: missing option {param.opts[0]}; {help_hint}"
+    message = exc.format_message().strip().rstrip(".")
+    if message.startswith("No such command"):
+        name = message.split("'")[1] if message.count("'") >= 2 else ""
+        commands = ctx.command.list_commands(ctx) if ctx is not None and isinstance(
+            ctx.command, click.Group) else []
+        import difflib
+
+        close = difflib.get_close_matches(name, commands, n=3, cutoff=0.6)
+        guess = f"did you mean {_or_list(close)}? " if close else ""
+        return f"{where}: no command '{name}'; {guess}`{where} --help` lists the commands"
+    message = message[:1].lower() + message[1:]
+    return f"{where}: {message} (`{where} --help` for the options)"
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: errors of usage (click's and rgym's) are one line
+    on stderr and exit 2."""
     warnings.showwarning = _show_warning
     try:
-        cli(prog_name="rgym")
+        code = cli.main(prog_name="rgym", standalone_mode=False)
+    except click.UsageError as exc:
+        click.echo(f"error: {usage_error_line(exc, sys.argv[1:])}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("cancelled", err=True)
+        sys.exit(EXIT_CANCELLED)
     except (SpecError, RegistryError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 if __name__ == "__main__":  # `python -m rgym_core.cli`: run the module's importable copy
@@ -238,5 +230,5 @@ if __name__ == "__main__":  # `python -m rgym_core.cli`: run the module's import
     _main()
 
 
-__all__ = ["EXIT_CANCELLED", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "LazyCommand", "cli",
-           "get_registry", "lazy_command", "main", "output_folder_problem"]
+__all__ = ["EXIT_CANCELLED", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "cli",
+           "get_registry", "main", "output_folder_problem", "usage_error_line"]

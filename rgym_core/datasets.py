@@ -47,6 +47,21 @@ def data_dir_from_env(explicit: Path | str | None = None) -> Path | None:
     return path
 
 
+def check_data_dir(data_dir: Path | None, example: str = "NAME/FILE") -> None:
+    """Raise :class:`DatasetError` when a data folder was given but is not a folder.
+
+    :func:`data_dir_from_env` refuses one already; this keeps a pack's code that is
+    called directly from silently ignoring a typo.  ``example``: a file under the
+    data folder, for the message (``titanic/train.csv``).
+    """
+    if data_dir is None or data_dir.is_dir():
+        return
+    what = "is not a folder" if data_dir.exists() else "does not exist"
+    raise DatasetError(f"{data_dir}: the data folder (--data-dir or RGYM_DATA_DIR) {what}; pass "
+                       f"an existing folder holding one sub-folder per dataset (for example "
+                       f"DATA/{example}), or leave it out to use the cache or download")
+
+
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     import hashlib  # here, not at import: packs compute cache paths at registration
 

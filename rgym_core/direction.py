@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from rgym_core.specs import Direction
+if TYPE_CHECKING:  # a Literal type: nothing to import at run time
+    from rgym_core.specs import Direction
 
-__all__ = ["DIRECTIONS", "Direction", "best", "better", "oriented_ratio", "parse_direction",
+__all__ = ["DIRECTIONS", "best", "better", "oriented_ratio", "parse_direction",
            "present", "sort_key"]
 
 T = TypeVar("T")

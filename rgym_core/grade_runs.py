@@ -170,7 +170,8 @@ def _rebuild(run: RunDir) -> EpisodeResult:
         "status": ExitStatus.ERROR.value, "primary_metric": primary.get("name"),
         "direction": primary.get("direction", "maximize"),
         "metrics": {m["name"]: m.get("direction", "maximize") for m in metrics if "name" in m},
-        "baseline_scores": baseline.get("scores") or {},
+        # as the runner records it: never a figure measured on a test fixture
+        "baseline_scores": {} if baseline.get("measured_on") == "fixture" else baseline.get("scores") or {},
         "reference_scores": task.get("reference_scores") or {},
         "subtasks": task.get("subtasks") or [], "profile": ident.get("profile"),
         "started_at": started, "run_dir": str(run.path),

@@ -43,6 +43,7 @@ from rgym_core.grader_kit.protocol import (
     KIT_PACKAGE,
     PRIVATE_DIR,
     SCORES_FILE,
+    SECRET_FILE,
     STATUS_WORD,
     SUBMISSION_DIR,
     WORKER_MOUNT,
@@ -53,7 +54,7 @@ __all__ = [
     "ENV_GRADE_KIND", "ENV_GRADER_DIR", "ENV_PRIVATE_DIR", "ENV_PROFILE", "ENV_SCORES_FILE",
     "ENV_SEED", "ENV_SUBMISSION_DIR", "ENV_SUPERVISOR_CONFIG", "ENV_SUPERVISOR_FD",
     "ENV_WORKER_DIR", "EVAL_MOUNT", "GRADER_DIR", "HOME_DIR", "KIT_PACKAGE", "PRIVATE_DIR",
-    "SCORES_FILE", "STATUS_WORD", "SUBMISSION_DIR", "WORKER_MOUNT", "install_kit", "kit_source",
+    "SCORES_FILE", "SECRET_FILE", "STATUS_WORD", "SUBMISSION_DIR", "WORKER_MOUNT", "install_kit", "kit_source",
     "supervisor_script",
 ]
 

@@ -10,6 +10,7 @@ folder is laid out on the host (the grader protocol: :mod:`rgym_core.grader_prot
                         with the grader kit as ``rgym_grader_kit/``
     data/<mount>/       the public part of each dataset
     private/<mount>/    the private part (test labels...), never shown to the agent
+    private/.rgym-secret  the task's grader secret (:mod:`rgym_core.grader_secret`)
     home/               the grader's HOME (empty)
     scores.json         written by the grader, and only by it
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import fnmatch
 import json
 import math
 import os
@@ -41,6 +41,7 @@ from typing import Any
 import attrs
 
 from rgym_core import grader_protocol as gp
+from rgym_core.globs import glob_match
 from rgym_core.grader_confinement import (
     SupervisedRun,
     container_config,
@@ -49,6 +50,7 @@ from rgym_core.grader_confinement import (
     split_status,
     warn_once,
 )
+from rgym_core.grader_secret import task_secret
 from rgym_core.records import ScoreRecord, SnapshotInfo
 from rgym_core.sandbox import Sandbox
 from rgym_core.snapshot import Snapshot, SnapshotMode, take_snapshot
@@ -88,6 +90,8 @@ class Grader:
                                f"in {task.root}")
         self.grader_dir = grader_dir
         self.includes = resolve_includes(task)
+        #: The task's grader secret, handed to every grading (private/.rgym-secret).
+        self.secret = task_secret(task.id)
         self._snapshot_info: SnapshotInfo | None = None
         self._guard: HiddenFromOthers | None = None
         if agent_reads_host_files(sandbox):
@@ -176,6 +180,10 @@ class Grader:
                 shutil.copytree(prepared.private, root / gp.PRIVATE_DIR / mount)
         (root / gp.DATA_DIR).mkdir(exist_ok=True)
         (root / gp.PRIVATE_DIR).mkdir(exist_ok=True)
+        fd = os.open(root / gp.PRIVATE_DIR / gp.SECRET_FILE,
+                     os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(self.secret.key.hex() + "\n")
         (root / gp.HOME_DIR / "tmp").mkdir(parents=True)
         return root
 
@@ -274,12 +282,13 @@ class Grader:
         extra: dict[str, Any] = data["details"] if isinstance(data.get("details"), dict) else {}
         return _score_record(step=step, kind=kind, valid=True, scores=scores, subtasks=subtasks,
                              details=extra, duration_s=round(time.monotonic() - started, 4),
-                             confined=confined)
+                             confined=confined, grader_secret=self.secret.id)
 
     def _record(self, step: int, kind: str, started: float, *, error: str,
                 details: dict[str, Any] | None = None, confined: bool | None = None) -> ScoreRecord:
         return _score_record(step=step, kind=kind, valid=False, error=error, details=details or {},
-                             duration_s=round(time.monotonic() - started, 4), confined=confined)
+                             duration_s=round(time.monotonic() - started, 4), confined=confined,
+                             grader_secret=self.secret.id)
 
     def _save(self, record: ScoreRecord, output: str) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -360,14 +369,6 @@ def resolve_includes(task: TaskSpec) -> dict[str, Path]:
                                f"relative name inside the grader folder")
         out[name] = path.resolve()
     return out
-
-
-def glob_match(rel: str, pattern: str) -> bool:
-    """Match a relative POSIX path against a glob where a leading ``**/`` also
-    matches no folder at all (``**/*`` matches ``a.txt`` and ``x/a.txt``)."""
-    if fnmatch.fnmatch(rel, pattern):
-        return True
-    return pattern.startswith("**/") and glob_match(rel, pattern[3:])
 
 
 def agent_reads_host_files(sandbox: Sandbox) -> bool:

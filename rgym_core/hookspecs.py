@@ -150,7 +150,7 @@ def rgym_cli_commands() -> list[click.Command]:
     commands come through this hook too, from :mod:`rgym_core.builtin`).
 
     Called for every invocation, ``rgym --help`` included, so return
-    :func:`rgym_core.cli.lazy_command` objects: a name, one line of help and the
+    :func:`rgym_core.lazy_command` objects: a name, one line of help and the
     ``module:attribute`` of the real command, imported only when it runs.  A name
     another plugin (or the core) already uses is skipped with a warning.
     """

@@ -18,7 +18,6 @@ whose host does not accept connections).
 from __future__ import annotations
 
 import socket
-import threading
 import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -66,6 +65,13 @@ class ModelClient(Protocol):
     # raises (ModelCheckError, or any exception whose message says what to fix) when the
     # client cannot serve an episode with these requirements; sends at most one cheap
     # request when requirements.probe is true.
+
+
+class ModelFactory(Protocol):
+    """Builds a client for ``provider/model`` through the run's registry: what the
+    runner hands an agent as :attr:`rgym_core.agents.AgentConfig.create_model_client`."""
+
+    def __call__(self, name: str, *, base_url: str | None = None, **options: Any) -> ModelClient: ...
 
 
 class ModelCheckError(ValueError):
@@ -117,9 +123,9 @@ def check_model_client(client: Any, requirements: ModelRequirements) -> None:
     if requirements.cost_limit_usd is not None and hasattr(client, "price") and client.price is None:
         raise ModelCheckError(
             f"{name}: no price for this model, so the ${requirements.cost_limit_usd:g} cost limit "
-            f"cannot be enforced; add it to a prices file (YAML: '{getattr(client, 'model', name)}: "
-            "{input: USD/Mtok, output: USD/Mtok}', 0 for a free local model) and set "
-            "RGYM_PRICES=PATH, or drop --cost-limit")
+            f"cannot be enforced; pass --price {getattr(client, 'model', name)}=IN,OUT (USD per "
+            "million input and output tokens, 0,0 for a free local model), name a prices file in "
+            "RGYM_PRICES, or drop --cost-limit")
     base_url = getattr(client, "base_url", None)
     if requirements.probe and isinstance(base_url, str) and base_url:
         problem = _probe_connection(base_url, requirements.timeout_s)
@@ -145,40 +151,3 @@ class ModelProviderSpec:
     name: str
     factory: Callable[..., ModelClient]
     description: str = ""
-
-
-_REGISTRIES: dict[tuple[str, str], Any] = {}
-_REGISTRIES_LOCK = threading.Lock()
-
-
-def _default_registry() -> Any:
-    """The registry for model lookups without one: loaded once per process (and per
-    ``RGYM_PLUGINS``/``RGYM_DISABLE_PLUGINS``), so agents that build their client in
-    every episode (many at once in a sweep) do not each load every plugin again."""
-    import os
-
-    from rgym_core.registry import load_registry
-
-    key = (os.environ.get("RGYM_PLUGINS", ""), os.environ.get("RGYM_DISABLE_PLUGINS", ""))
-    with _REGISTRIES_LOCK:
-        if key not in _REGISTRIES:
-            registry = load_registry(lazy=True)
-            registry.table("model_providers")
-            _REGISTRIES[key] = registry
-        return _REGISTRIES[key]
-
-
-def create_model_client(name: str, *, base_url: str | None = None, registry: Any = None,
-                        **options: Any) -> ModelClient:
-    """Build a client for ``provider/model`` through the registered providers.
-
-    Raises :class:`rgym_core.registry.RegistryError` for an unknown provider.
-    """
-    if "/" not in name:
-        raise ValueError(f"model '{name}' must be named 'provider/model' "
-                         f"(e.g. openai-compatible/{name})")
-    provider, model = name.split("/", 1)
-    if registry is None:
-        registry = _default_registry()
-    spec: ModelProviderSpec = registry.model_provider(provider)
-    return spec.factory(model, base_url=base_url, **options)

@@ -127,12 +127,16 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     calls: int = 0
+    #: Failed attempts of these calls that were retried (429, 5xx, timeouts); each
+    #: call's record (``llm_calls``) lists them with status and wait.
+    retries: int = 0
 
     def add(self, other: Usage) -> None:
         self.cost_usd += other.cost_usd
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.calls += other.calls
+        self.retries += other.retries
 
     @property
     def tokens(self) -> int:
@@ -226,6 +230,9 @@ class ScoreRecord:
     confined: bool | None = None
     #: The workspace snapshot this grading graded (``None``: an older rgym).
     snapshot: SnapshotInfo | None = None
+    #: The id (a hash) of the grader secret the grader was given: gradings with the
+    #: same id draw the same hidden seeds and instance sets (``None``: an older rgym).
+    grader_secret: str | None = None
 
 
 def _optional_end_reason(value: Any) -> EndReason | None:
@@ -329,6 +336,8 @@ class EpisodeResult:
     cost_usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    #: Model-call attempts that failed and were retried (the sum of ``Usage.retries``).
+    model_retries: int = 0
     started_at: float = 0.0
     ended_at: float = 0.0
     duration_s: float = 0.0

@@ -25,22 +25,28 @@ import contextlib
 import contextvars
 import difflib
 import functools
+import importlib
 import importlib.metadata
 import inspect
 import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import pluggy
 from attrs import define, field
 
 from rgym_core import hookspecs
 
+if TYPE_CHECKING:
+    from rgym_core.models import ModelClient, ModelProviderSpec
+
 T = TypeVar("T")
 
 ENTRY_POINT_GROUP = "rgym"
 BUILTIN = "builtin"
+#: The built-in plugin's module, which rgym-core's own ``rgym`` entry point names.
+BUILTIN_MODULE = "rgym_core.builtin"
 CORE_DISTRIBUTION = "rgym-core"
 KINDS = ("tasks", "datasets", "tools", "agents", "sandboxes", "model_providers")
 
@@ -432,6 +438,19 @@ class Registry:
     def model_provider(self, name: str) -> Any:
         return self.resolve("model_providers", name).item
 
+    def create_model_client(self, name: str, *, base_url: str | None = None,
+                            **options: Any) -> ModelClient:
+        """Build a client for ``provider/model`` through this registry's providers
+        (the runner hands this method to agents as ``AgentConfig.create_model_client``).
+
+        Raises :class:`RegistryError` for an unknown provider."""
+        if "/" not in name:
+            raise ValueError(f"model '{name}' must be named 'provider/model' "
+                             f"(e.g. openai-compatible/{name})")
+        provider, model = name.split("/", 1)
+        spec: ModelProviderSpec = self.model_provider(provider)
+        return spec.factory(model, base_url=base_url, **options)
+
     def cli_commands(self) -> list[Any]:
         """The ``click`` commands plugins add (``rgym_cli_commands``), in pluggy's order."""
         return [r.item for r in self.cli_command_table()]
@@ -449,6 +468,23 @@ class Registry:
                                                self.distributions.get(plugin, plugin)))
             self._commands = commands
         return self._commands
+
+
+def create_model_client(name: str, *, base_url: str | None = None, registry: Registry | None = None,
+                        **options: Any) -> ModelClient:
+    """Build a client for ``provider/model`` through ``registry``'s providers.
+
+    An agent in a run uses the factory the runner hands it
+    (``AgentConfig.create_model_client``), bound to the run's registry; without a
+    registry (a script, a test) one is loaded for this call, honouring
+    ``RGYM_PLUGINS``/``RGYM_DISABLE_PLUGINS``.  Raises :class:`RegistryError` for
+    an unknown provider."""
+    if registry is None:
+        if "/" not in name:
+            raise ValueError(f"model '{name}' must be named 'provider/model' "
+                             f"(e.g. openai-compatible/{name})")
+        registry = load_registry(lazy=True)
+    return registry.create_model_client(name, base_url=base_url, **options)
 
 
 def suggestions(name: str, names: Iterable[str], *, namespaces: bool = False, limit: int = 3) -> list[str]:
@@ -516,9 +552,8 @@ def load_registry(*, only: Iterable[str] | None = None, disabled: Iterable[str] 
     found = _entry_points() if entry_points else []
     if not any(ep.name == BUILTIN for ep in found):
         # Running from a source tree that is not installed: register the built-ins directly.
-        from rgym_core import builtin
-
-        register(builtin, BUILTIN, CORE_DISTRIBUTION)
+        # Loaded by name, as the entry point would: the built-in plugin sits above the registry.
+        register(importlib.import_module(BUILTIN_MODULE), BUILTIN, CORE_DISTRIBUTION)
         registry.plugins.append(PluginInfo(BUILTIN, CORE_DISTRIBUTION, _version(CORE_DISTRIBUTION), True))
     for ep in found:
         dist = ep.dist.name if ep.dist is not None else ep.name

@@ -113,10 +113,12 @@ def _fields(obj: Any, where: str, checks: Mapping[str, Check], *, optional: bool
     return None
 
 
-_USAGE: dict[str, Check] = {"cost_usd": _amount, "input_tokens": _count, "output_tokens": _count, "calls": _count}
+_USAGE: dict[str, Check] = {"cost_usd": _amount, "input_tokens": _count, "output_tokens": _count, "calls": _count,
+                            "retries": _count}
 _CALL: dict[str, Check] = {"model": _text, "input_tokens": _count, "output_tokens": _count, "cost_usd": _amount,
          "latency_s": _amount, "prefix_messages": _count, "n_messages": _count, "messages": _list,
-         "tool_calls": _list, "response": _text, "stop_reason": _text}
+         "tool_calls": _list, "response": _text, "stop_reason": _text, "attempts": _count,
+         "retries": _list}
 _CALL_NULLABLE = ("model", "cost_usd", "latency_s", "response", "stop_reason", "messages", "tool_calls",
                   "prefix_messages")
 

@@ -93,6 +93,7 @@ from rgym_core.sandbox import (
     SandboxError,
     WorkspaceExportError,
     WorkspaceLayout,
+    host_gpu_count,
 )
 from rgym_core.serialization import unstructure
 from rgym_core.snapshot import Snapshot, store_snapshot
@@ -121,6 +122,8 @@ class RunConfig:
     max_steps: int | None = None
     time_limit_s: float | None = None
     action_timeout_s: float | None = None
+    #: The timeout of training commands (``Budget.training_timeout_s``).
+    training_timeout_s: float | None = None
     cost_limit_usd: float | None = None
     token_limit: int | None = None
     seed: int | None = None
@@ -137,6 +140,9 @@ class RunConfig:
     cpus: float | None = None
     pids: int | None = None
     sandbox_options: dict[str, Any] = field(factory=dict)
+    #: Tool settings over the task's ``tool_config`` (after its profile's): ``KEY`` (the
+    #: built-in tools, namespace ``rgym``) or ``NAMESPACE.KEY`` -> value.
+    tool_options: dict[str, Any] = field(factory=dict)
     tags: dict[str, str] = field(factory=dict)
     archive_workspace: bool = True
     #: The task profile (``None``: the task's default profile).
@@ -149,6 +155,19 @@ class RunConfig:
     #: ``none``: the agent scaffold runs in this process (trusted code); ``process``:
     #: in its own confined process (:mod:`rgym_core.agent_process`, untrusted scaffolds).
     agent_isolation: str = "none"
+
+
+def with_tool_options(task: TaskSpec, options: dict[str, Any]) -> TaskSpec:
+    """``task`` with ``--tool-option`` values merged into its ``tool_config``: ``KEY`` sets
+    the built-in tools' (namespace ``rgym``) setting, ``NAMESPACE.KEY`` another pack's."""
+    merged = {ns: dict(cfg) for ns, cfg in task.tool_config.items()}
+    for name, value in options.items():
+        namespace, _, key = name.rpartition(".")
+        if not key:
+            raise RunError(f"--tool-option {name!r}: give KEY=VALUE or NAMESPACE.KEY=VALUE "
+                           "(e.g. window=100, rgym.search=fixed)")
+        merged.setdefault(namespace or "rgym", {})[key] = value
+    return attrs.evolve(task, tool_config=merged)
 
 
 def select_tools(registry: Registry, task: TaskSpec, requested: list[str]) -> list[Tool]:
@@ -319,6 +338,8 @@ class Episode:
         except ValueError as exc:  # an unknown profile (a SpecError names the task and its profiles)
             raise RunError(str(exc)) from None
         self.profile: str | None = self.task.profile
+        if config.tool_options:
+            self.task = with_tool_options(self.task, config.tool_options)
         self.agent_spec: AgentSpec | None = agent_reg.item if agent_reg else None
         self.agent_registration = agent_reg
         if config.agent_isolation not in ("none", "process"):
@@ -339,7 +360,7 @@ class Episode:
         self.budget: Budget = self.task.budget.merged(
             max_steps=config.max_steps, time_limit_s=config.time_limit_s,
             action_timeout_s=config.action_timeout_s, cost_limit_usd=config.cost_limit_usd,
-            token_limit=config.token_limit)
+            token_limit=config.token_limit, training_timeout_s=config.training_timeout_s)
         self.run_id = uuid.uuid4().hex[:12]
         self.status = EpisodeStatus(budget=self.budget)
         self.scores: list[ScoreRecord] = []
@@ -479,7 +500,8 @@ class Episode:
                                f"its options: {known}")
         cfg = AgentConfig(model=self.config.model, base_url=self.config.base_url,
                           seed=self.config.seed, options=dict(self.config.agent_options),
-                          run_dir=self.run_dir, task_id=self.task.id, profile=self.profile)
+                          run_dir=self.run_dir, task_id=self.task.id, profile=self.profile,
+                          create_model_client=self.registry.create_model_client)
         try:
             if self.config.agent_isolation != "none":  # the scaffold in its own confined process
                 from rgym_core.agent_process import isolated_agent
@@ -497,9 +519,36 @@ class Episode:
 
     # -- the loop ---------------------------------------------------------------
 
+    def check_devices(self) -> None:
+        """Refuse, before anything is created, a task profile that declares GPUs
+        (``resources.gpus``) on a machine without them, unless ``--gpus`` says how many
+        to give it (``--gpus 0``: run it without one, knowingly).  A GPU task never runs
+        on the CPU by accident, its numbers compared with the GPU runs'."""
+        chosen = self.task.profiles.get(self.profile) if self.profile else None
+        if chosen is not None and chosen.unavailable:
+            raise RunError(f"task '{self.task.id}' profile '{self.profile}' cannot run in rgym yet: "
+                           f"{chosen.unavailable.strip()} (rgym show {self.task.id} lists its "
+                           "other profiles)")
+        wanted = self.task.resources.gpus or 0
+        if not wanted or self.config.gpus is not None:
+            return
+        have = host_gpu_count()
+        if have >= wanted:
+            return
+        profile = f" (profile '{self.profile}')" if self.profile else ""
+        raise RunError(f"task '{self.task.id}'{profile} needs {wanted} GPU(s) (resources.gpus) and "
+                       f"this machine has {have}: run it where a GPU is, choose a CPU profile "
+                       f"(rgym show {self.task.id} lists them), or pass --gpus 0 to run it "
+                       "without one anyway")
+
     def run(self) -> EpisodeResult:
         started_wall = time.time()
         self.prepare()
+        try:
+            self.check_devices()
+        except RunError:
+            self.close()
+            raise
         assert self._prepared is not None
         tools, datasets, agent = self._prepared
         self.tools = {t.name: t for t in tools}
@@ -648,8 +697,10 @@ class Episode:
             t0 = time.monotonic()
             ctx.step = self.step_index
             remaining = self.status.time_left_s
-            ctx.action_timeout_s = (budget.action_timeout_s if remaining is None
-                                    else max(1.0, min(budget.action_timeout_s, remaining)))
+            command = action.args.get("command") if action.tool == "bash" else None
+            timeout = budget.timeout_for(command if isinstance(command, str) else None)
+            ctx.action_timeout_s = (timeout if remaining is None
+                                    else max(1.0, min(timeout, remaining)))
             self.progress("action", {"index": self.step_index, "action": action, "status": self.status})
             observation = self._execute(action, ctx)
             duration = time.monotonic() - t0
@@ -829,6 +880,7 @@ class Episode:
         result.cost_usd = round(usage.cost_usd, 6)
         result.input_tokens = usage.input_tokens
         result.output_tokens = usage.output_tokens
+        result.model_retries = usage.retries
         if ctx is not None:
             for tool in self.tools.values():
                 ctx.tool_config = self.task.tool_config.get(tool.namespace, {})

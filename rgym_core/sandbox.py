@@ -16,6 +16,7 @@ A new backend should pass :mod:`rgym_core.testing.conformance`.
 from __future__ import annotations
 
 import abc
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,12 +30,22 @@ from rgym_core.workspace_export import ExportReport, WorkspaceExportError, Works
 
 __all__ = ["DEFAULT_OUTPUT_LIMIT", "TIMEOUT_EXIT_CODE", "ExecResult", "ExportReport", "Sandbox",
            "SandboxConfig", "SandboxError", "SandboxFacts", "SandboxSpec", "WorkspaceExportError",
-           "WorkspaceLayout", "WorkspaceQuotaExceeded", "truncate_output"]
+           "WorkspaceLayout", "WorkspaceQuotaExceeded", "host_gpu_count", "truncate_output"]
 
 #: Default cap on the output of one command, in characters.
 DEFAULT_OUTPUT_LIMIT = 32_000
 #: Exit code reported when a command ran past its timeout (as coreutils' ``timeout``).
 TIMEOUT_EXIT_CODE = 124
+
+
+def host_gpu_count() -> int:
+    """The NVIDIA GPUs this machine exposes (its ``/dev/nvidia<N>`` device nodes): what a
+    task profile that declares ``resources.gpus`` is checked against before a run."""
+    try:
+        names = os.listdir("/dev")
+    except OSError:
+        return 0
+    return sum(1 for n in names if n.startswith("nvidia") and n[6:].isdigit())
 
 
 class SandboxError(RuntimeError):

@@ -27,23 +27,19 @@ from cattrs.gen import make_dict_structure_fn
 from cattrs.v import format_exception as cattrs_format_exception
 from cattrs.v import transform_error
 
-from rgym_core.specs import PROFILE_SECTIONS, WHOLE_SECTIONS, FieldError, TaskSpec
+from rgym_core.errors import SpecError
+from rgym_core.specs import (
+    MEASUREMENT_FIELDS,
+    PROFILE_SECTIONS,
+    WHOLE_SECTIONS,
+    FieldError,
+    TaskSpec,
+)
 
 T = TypeVar("T")
 
 #: The YAML loader: libyaml's C loader when present (several times faster).
 YAML_LOADER: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class SpecError(ValueError):
-    """A spec file (or value) is invalid.  ``str(err)`` is one line naming the
-    file, the field and what is wrong."""
-
-    def __init__(self, source: str, field: str, message: str) -> None:
-        self.source = source
-        self.field = field or "(top level)"
-        self.message = message
-        super().__init__(f"{source}: {self.field}: {message}")
 
 
 class ValueProblem(ValueError):
@@ -77,6 +73,9 @@ def _merge_profiles(data: Any) -> Any:
             if section in WHOLE_SECTIONS:
                 continue  # replaced whole
             if isinstance(given, Mapping) and isinstance(base, Mapping):
+                if section == "baseline" and "scores" in given:
+                    # the profile's own measurement: where the task's was measured does not carry over
+                    base = {k: v for k, v in base.items() if k not in MEASUREMENT_FIELDS}
                 out[section] = {**base, **given}
         merged[name] = out
     return {**data, "profiles": merged}

@@ -84,15 +84,33 @@ class Metric:
         return better(a, b, self.direction)
 
 
+#: What a recorded baseline ran on (``Baseline.measured_on``): ``data``, the data the
+#: task (or profile) declares, so its runs are graded on the same; ``fixture``, a test
+#: fixture or other stand-in (generated images, a tiny sample) used because the real
+#: data was not at hand; ``published``, not measured by rgym at all: the original's
+#: published figure, copied (also in :class:`Published`) until rgym reproduces it.
+#: A ``fixture`` figure only checks that the baseline still reproduces (``rgym
+#: check-pack``): it is never a baseline for scoring, nor shown to the agent.
+MeasuredOn = Literal["data", "fixture", "published"]
+#: Fields of a baseline that describe one measurement: a profile that records its
+#: own ``scores`` does not inherit the task's.
+MEASUREMENT_FIELDS = ("measured_on", "machine", "data")
+
+
 @define(frozen=True)
 class Baseline:
-    """How to run the starter solution, and the scores it gets.
+    """How to run the starter solution, and the scores rgym recorded for it.
 
     ``rgym check-pack`` runs ``command`` in a local sandbox, grades the result and
     compares each score with ``scores``: a measured score passes when it is within
     ``tolerance`` of the recorded one (an absolute difference; ``tolerances`` sets
     it per metric).  The default allows rounding in the last recorded digit only,
     so a grader with run-to-run noise states its tolerance here.
+
+    ``measured_on``, ``machine`` and ``data`` say where the scores were measured
+    (see :data:`MeasuredOn`); the original benchmark's own figures go in
+    :class:`Published`, never here.  :attr:`usable_scores` is what runs are scored,
+    and agents prompted, against.
     """
 
     command: str | None = None
@@ -100,6 +118,19 @@ class Baseline:
     description: str = ""
     tolerance: float | None = field(default=None, validator=_non_negative)
     tolerances: dict[str, float] = field(factory=dict)
+    measured_on: MeasuredOn | None = None
+    machine: str = ""
+    data: str = ""
+
+    @property
+    def on_fixture(self) -> bool:
+        """True when the scores were measured on a test fixture (see :data:`MeasuredOn`)."""
+        return self.measured_on == "fixture"
+
+    @property
+    def usable_scores(self) -> dict[str, float]:
+        """The scores a run may be compared with: none when measured on a fixture."""
+        return {} if self.on_fixture else dict(self.scores)
 
     @tolerances.validator
     def _check_tolerances(self, attribute: attrs.Attribute, value: dict[str, float]) -> None:
@@ -117,6 +148,37 @@ class Baseline:
 
 
 @define(frozen=True)
+class Published:
+    """The original benchmark's own figures for a task (or profile), as published.
+
+    ``baseline``: the original's baseline scores (MLGym's ``baseline_scores``, a
+    paper's baseline row); ``reference``: its best or state-of-the-art figure, when
+    it publishes one.  ``source`` cites where they are (a repository file at a
+    commit, or a paper's table) and is required with any figure; ``setting`` says
+    what they were measured on (hardware, data, sizes) when it is known.  These are
+    never rgym's measurements: ``rgym score --baselines published`` uses them.
+    ``comparable: false`` says that rgym's metric is not the original's (other data,
+    another definition): ``rgym score`` then never picks them by default.
+    """
+
+    baseline: dict[str, float] = field(factory=dict)
+    reference: dict[str, float] = field(factory=dict)
+    source: str = ""
+    setting: str = ""
+    note: str = ""
+    comparable: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        for what in ("baseline", "reference"):
+            for name, value in getattr(self, what).items():
+                if isinstance(value, bool) or not math.isfinite(value):
+                    raise FieldError(f"{what}['{name}']", f"must be a finite number, got {value!r}")
+        if (self.baseline or self.reference) and not self.source.strip():
+            raise FieldError("source", "is required with published figures: cite the repository "
+                                       "file (at a commit) or the paper's table they come from")
+
+
+@define(frozen=True)
 class SubTask:
     """A part of a research task, scored on its own (ResearchGym's sub-tasks)."""
 
@@ -127,6 +189,10 @@ class SubTask:
     reference_scores: dict[str, float] = field(factory=dict)
     weight: float = field(default=1.0, validator=_positive)
     primary: bool = False
+    #: False: declared by the original but not graded by rgym (yet): listed by ``rgym show``
+    #: and ``rgym score``, left out of completion and of the normalised means, which then
+    #: say "of N graded".
+    graded: bool = True
 
 
 #: Default workspace quota (``resources.disk_mb``), in MiB.
@@ -149,6 +215,10 @@ class Resources:
     disk_mb: int = field(default=DEFAULT_DISK_MB, validator=_positive)
 
 
+#: MLGym's training-command words (``mlgym/environment/env.py``, ``configs/tasks/README.md``).
+TRAINING_COMMANDS = ("torchrun", "python", "python3", "accelerate", "deepspeed")
+
+
 @define(frozen=True)
 class Budget:
     """Limits of one episode. ``None`` means unlimited."""
@@ -158,10 +228,31 @@ class Budget:
     action_timeout_s: float = field(default=600.0, validator=_positive)
     cost_limit_usd: float | None = field(default=None, validator=_positive)
     token_limit: int | None = field(default=None, validator=_positive)
+    #: The timeout of a training command (MLGym's ``training_timeout``): a shell command
+    #: in which one of ``training_commands`` occurs; ``None``: ``action_timeout_s`` for all.
+    training_timeout_s: float | None = field(default=None, validator=_positive)
+    #: The words that make a shell command a training command, matched as substrings of
+    #: the whole command line as MLGym's ``env.step`` does (so ``python3`` and
+    #: ``cd src && python train.py`` count).
+    training_commands: list[str] = field(factory=lambda: list(TRAINING_COMMANDS))
 
     def merged(self, **overrides: Any) -> Budget:
         """A copy with every override that is not ``None`` applied."""
         return attrs.evolve(self, **{k: v for k, v in overrides.items() if v is not None})
+
+    def is_training_command(self, command: str) -> bool:
+        """Whether shell ``command`` gets ``training_timeout_s`` (MLGym's rule: any
+        of ``training_commands`` occurs in it)."""
+        return any(word and word in command for word in self.training_commands)
+
+    def timeout_for(self, command: str | None) -> float:
+        """The timeout of one action: ``training_timeout_s`` for a training shell
+        command (``command`` is the shell command line, ``None`` for other tools),
+        else ``action_timeout_s``."""
+        if self.training_timeout_s is not None and command is not None \
+                and self.is_training_command(command):
+            return self.training_timeout_s
+        return self.action_timeout_s
 
 
 @define(frozen=True)
@@ -279,9 +370,9 @@ class IntegritySpec:
 
 #: The parts of a task a profile may override.
 PROFILE_SECTIONS = ("budget", "resources", "grader", "baseline", "reference_scores", "datasets", "subtasks",
-                    "env")
+                    "env", "published")
 #: The profile sections that replace the task's whole (the others merge field by field).
-WHOLE_SECTIONS = ("reference_scores", "datasets", "subtasks")
+WHOLE_SECTIONS = ("reference_scores", "datasets", "subtasks", "published")
 
 
 @define(frozen=True)
@@ -298,6 +389,11 @@ class TaskProfile:
     to the task's.  Once loaded, every section a
     profile gave holds the merged, validated value, and a section left ``None``
     means "as the task".  :meth:`TaskSpec.with_profile` applies one.
+
+    ``prompt`` (or ``prompt_file``, a text file relative to the task folder) replaces
+    the task's ``description``, the statement the agent reads (the ``mlgym`` profile
+    gives MLGym's text); ``tool_config`` is merged into the task's per tool namespace
+    and key (``{rgym: {window: 1000}}`` changes only the viewer's window).
     """
 
     description: str = ""
@@ -309,6 +405,19 @@ class TaskProfile:
     datasets: list[DatasetMount] | None = None
     subtasks: list[SubTask] | None = None
     env: dict[str, str] | None = None
+    published: Published | None = None
+    prompt: str | None = None
+    prompt_file: str | None = None
+    tool_config: dict[str, dict[str, Any]] | None = None
+    #: Why rgym cannot run this profile as the original did (its data, weights or grader
+    #: are not there yet): ``rgym run`` refuses it with this text, ``rgym show`` says it,
+    #: rather than grading something smaller under the original's name.
+    unavailable: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.prompt is not None and self.prompt_file is not None:
+            raise FieldError("prompt_file", "give either 'prompt' (the text) or 'prompt_file' "
+                                            "(a file of the task folder), not both")
 
 
 def _shared_starters(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:
@@ -356,6 +465,7 @@ class TaskSpec:
     datasets: list[DatasetMount] = field(factory=list)
     baseline: Baseline | None = None
     reference_scores: dict[str, float] = field(factory=dict)
+    published: Published = field(factory=Published)
     subtasks: list[SubTask] = field(factory=list)
     resources: Resources = field(factory=Resources)
     budget: Budget = field(factory=Budget)
@@ -399,8 +509,11 @@ class TaskSpec:
                 _one_starter(f"profiles['{name}'].datasets", profile.datasets)
             if profile.subtasks is not None:
                 _check_subtasks(f"profiles['{name}'].subtasks", profile.subtasks, metric_names)
+            published = profile.published or Published()
             for what, scores in (("baseline.scores", profile.baseline.scores if profile.baseline else {}),
-                                 ("reference_scores", profile.reference_scores or {})):
+                                 ("reference_scores", profile.reference_scores or {}),
+                                 ("published.baseline", published.baseline),
+                                 ("published.reference", published.reference)):
                 unknown = sorted(set(scores) - metric_names)
                 if unknown:
                     raise FieldError(f"profiles['{name}'].{what}",
@@ -421,6 +534,15 @@ class TaskSpec:
     @subtasks.validator
     def _check_task_subtasks(self, attribute: attrs.Attribute, value: list[SubTask]) -> None:
         _check_subtasks("subtasks", value, {m.name for m in self.metrics})
+
+    @published.validator
+    def _check_published(self, attribute: attrs.Attribute, value: Published) -> None:
+        names = {m.name for m in self.metrics}
+        for what in ("baseline", "reference"):
+            unknown = sorted(set(getattr(value, what)) - names)
+            if unknown:
+                raise FieldError(f"published.{what}", f"names unknown metric(s) {', '.join(unknown)}; "
+                                                      f"the task's metrics: {', '.join(sorted(names))}")
 
     @integrity.validator
     def _check_integrity(self, attribute: attrs.Attribute, value: IntegritySpec) -> None:
@@ -458,7 +580,7 @@ class TaskSpec:
             if name is None:
                 return self
         if name not in self.profiles:
-            from rgym_core.serialization import SpecError
+            from rgym_core.errors import SpecError
 
             known = ", ".join(self.profile_names) or "none"
             source = str(self.root / "task.yaml") if self.root is not None else f"task '{self.id}'"
@@ -477,7 +599,32 @@ class TaskSpec:
             if value is None:
                 continue
             changes[section] = {**self.env, **value} if section == "env" else value
+        if profile.tool_config is not None:
+            merged = {ns: dict(cfg) for ns, cfg in self.tool_config.items()}
+            for ns, cfg in profile.tool_config.items():
+                merged[ns] = {**merged.get(ns, {}), **cfg}
+            changes["tool_config"] = merged
+        prompt = profile.prompt
+        if profile.prompt_file is not None:
+            prompt = self._profile_prompt(name, profile.prompt_file)
+        if prompt is not None:
+            changes["description"] = prompt
         return attrs.evolve(self, **changes)
+
+    def _profile_prompt(self, name: str, relative: str) -> str:
+        """The text of profile ``name``'s ``prompt_file``; a missing file is a SpecError."""
+        from rgym_core.errors import SpecError
+
+        source = str(self.root / "task.yaml") if self.root is not None else f"task '{self.id}'"
+        path = self.path(relative)
+        try:
+            if path is None:
+                raise FileNotFoundError(relative)
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(source, f"profiles['{name}'].prompt_file",
+                            f"cannot read {relative!r} ({type(exc).__name__}); give a UTF-8 text "
+                            "file relative to the task folder") from None
 
     @property
     def primary_metric(self) -> Metric:
@@ -492,7 +639,11 @@ class TaskSpec:
 
     @property
     def baseline_scores(self) -> dict[str, float]:
-        return dict(self.baseline.scores) if self.baseline else {}
+        """The measured baseline's scores that runs are scored, and agents prompted,
+        against: none when they were measured on a test fixture (see
+        :attr:`Baseline.usable_scores`; ``baseline.scores`` keeps the figures
+        ``rgym check-pack`` reproduces)."""
+        return self.baseline.usable_scores if self.baseline else {}
 
     def starter_paths(self) -> list[tuple[str, Path | None]]:
         """The task's own starter folders in copy order, each as ``(as written in

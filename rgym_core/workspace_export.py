@@ -29,7 +29,6 @@ with ``include``, only files matching one of its patterns are kept.
 from __future__ import annotations
 
 import errno
-import fnmatch
 import os
 import posixpath
 import stat
@@ -40,6 +39,8 @@ from pathlib import Path
 from typing import IO
 
 from attrs import define, field
+
+from rgym_core.globs import glob_match
 
 #: Entries of one export before it is refused (inodes are a resource too).
 DEFAULT_MAX_ENTRIES = 1_000_000
@@ -97,14 +98,6 @@ class ExportReport:
                 f"{d.name}: {d.reason}" for d in self.dropped[:5]) + \
                 (", ..." if len(self.dropped) > 5 else "") + ")"
         return line
-
-
-def glob_match(rel: str, pattern: str) -> bool:
-    """Match a relative POSIX path against a glob where a leading ``**/`` also
-    matches no folder (``**/*.py`` matches ``a.py`` and ``x/a.py``)."""
-    if fnmatch.fnmatchcase(rel, pattern):
-        return True
-    return pattern.startswith("**/") and glob_match(rel, pattern[3:])
 
 
 def _printable(name: str) -> str:

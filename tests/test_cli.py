@@ -10,7 +10,8 @@ import click
 from click.testing import CliRunner
 
 from rgym_core import hookimpl
-from rgym_core.cli import LazyCommand, cli, lazy_command
+from rgym_core.cli import cli
+from rgym_core.commands.lazy import LazyCommand, lazy_command
 from rgym_core.testing import run_cli
 
 

@@ -9,12 +9,23 @@ from pathlib import Path
 
 import pytest
 
-from rgym_core.agents import BudgetExceeded, EpisodeStatus
+from rgym_core import (
+    Action,
+    AgentConfig,
+    AgentSpec,
+    BudgetExceeded,
+    EpisodeStatus,
+    ModelProviderSpec,
+    RegistryError,
+    RunConfig,
+    create_model_client,
+    hookimpl,
+    load_registry,
+)
 from rgym_core.mock_model import MockModelClient, MockModelError, MockOptions, create
-from rgym_core.models import create_model_client
-from rgym_core.registry import load_registry
+from rgym_core.runner import run_episode
 from rgym_core.specs import Budget
-from rgym_core.testing import run_cli
+from rgym_core.testing import ScriptAgent, run_cli
 
 TASK_MESSAGE = [{"role": "system", "content": "You are..."},
                 {"role": "user", "content": "TASK...\nThe baseline is produced by: `python baseline.py`.\n"}]
@@ -107,3 +118,39 @@ def test_a_react_episode_on_the_mock_model_without_a_key(tmp_path: Path) -> None
     assert result["status"] == "submitted" and result["steps"] == 3
     assert result["final_scores"]["r2"] == pytest.approx(result["baseline_scores"]["r2"])
     assert result["cost_usd"] > 0 and result["model"] == "mock/script"
+
+
+class _ProviderAndAgent:
+    """A plugin handed to the registry directly (no entry point, as ``--plugins``
+    narrows a registry): a model provider ``here/fake`` and an agent that builds
+    its client with the factory the runner hands it."""
+
+    built: list[object] = []
+
+    @hookimpl
+    def rgym_register_model_providers(self) -> list[ModelProviderSpec]:
+        return [ModelProviderSpec(name="here/fake", factory=create, description="mock, registered here")]
+
+    @hookimpl
+    def rgym_register_agents(self) -> list[AgentSpec]:
+        return [AgentSpec(name="here/agent", factory=self.make, takes_model=True)]
+
+    def make(self, config: AgentConfig) -> ScriptAgent:
+        assert config.create_model_client is not None
+        agent = ScriptAgent(Action(tool="submit"))
+        agent.client = config.create_model_client(str(config.model))  # type: ignore[attr-defined]
+        self.built.append(agent.client)  # type: ignore[attr-defined]
+        return agent
+
+
+def test_the_runner_hands_agents_its_own_registry_for_models(tmp_path: Path) -> None:
+    registry = load_registry(extra_plugins=[("here", _ProviderAndAgent())])
+    result = run_episode(RunConfig(task="rgym/demo", agent="here/agent", model="fake/submit",
+                                   runs_dir=tmp_path, archive_workspace=False), registry)
+    assert result.agent == "here/agent" and result.steps == 1, result
+    [client] = _ProviderAndAgent.built
+    assert isinstance(client, MockModelClient) and client.model == "submit"
+    # Without the run's registry the provider is unknown: a second, default registry
+    # would not have the plugins this run was given.
+    with pytest.raises(RegistryError, match="fake"):
+        create_model_client("fake/submit", registry=load_registry())

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import REPO, run_cli
+from conftest import REPO
 from rgym_core import Action, BudgetExceeded, Observation, TaskContext, Usage, hookimpl
 from rgym_core.records import ExitStatus
 from rgym_core.registry import load_registry
 from rgym_core.rundir import iter_records, read_result
 from rgym_core.runner import RunConfig, RunError, run_episode
+from rgym_core.testing import run_cli
 
 is_root = os.geteuid() == 0
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 
-from conftest import REPO, run_cli
+from conftest import REPO
 from rgym_core.agents import EpisodeStatus
 from rgym_core.grade_runs import finish_run
 from rgym_core.grader_confinement import host_confinement
@@ -27,6 +27,7 @@ from rgym_core.rundir import RunDir, RunState
 from rgym_core.runner import RunConfig, run_episode
 from rgym_core.scoring import score_runs
 from rgym_core.specs import Budget
+from rgym_core.testing import run_cli
 
 
 def _pids_matching(marker: str) -> list[int]:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from rgym_llm.testing import FakeLLMServer, Reply
 
-from conftest import run_cli
 from rgym_core.registry import load_registry
 from rgym_core.rundir import iter_run_dirs
 from rgym_core.runner import RunConfig, RunError, preflight
+from rgym_core.testing import run_cli
 
 MODEL = "openai-compatible/Qwen/Qwen2.5-7B-Instruct"  # the README's example: not in the price table
 
@@ -90,3 +90,81 @@ def test_cli_exit_codes_of_configuration_errors(tmp_path: Path, closed_port: int
                    "--base-url", f"http://127.0.0.1:{closed_port}/v1", "--runs-dir", str(runs))
     assert down.returncode == 2 and "cannot reach the model server" in down.stderr
     assert nothing_created(runs)
+
+
+GPU_LAUNCHER = """
+import sys
+from rgym_core import hookimpl, load_task
+import rgym_core.cli as c
+TASK = load_task(sys.argv.pop(1))
+class P:
+    @hookimpl
+    def rgym_register_tasks(self):
+        return [TASK]
+orig = c.load_registry
+c.load_registry = lambda **kw: orig(**{**kw, 'extra_plugins': [('gpu-pack', P())]})
+c.main()
+"""
+
+
+@pytest.mark.skipif(bool(__import__("rgym_core").sandbox.host_gpu_count()),
+                    reason="not applicable: this machine has a GPU, so a GPU profile may run")
+def test_a_gpu_profile_on_a_machine_without_one_is_refused_before_the_run(tmp_path: Path) -> None:
+    """A profile that declares GPUs never runs on the CPU by accident (its numbers would
+    be compared with the GPU runs'): one line naming the fix, exit 2, nothing created;
+    ``--gpus 0`` runs it knowingly."""
+    import shutil
+    import subprocess
+    import sys
+
+    demo = Path(__import__("rgym_core").__file__).parent / "demo" / "tasks" / "demo"
+    task = tmp_path / "demo"
+    shutil.copytree(demo, task)
+    spec = task / "task.yaml"
+    spec.write_text(spec.read_text().replace("id: rgym/demo\n", "id: gpu/demo\n", 1)
+                    + "profiles:\n  gpu:\n    description: on one GPU\n"
+                      "    resources: {gpus: 1}\n")
+    runs = tmp_path / "runs"
+
+    def rgym(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", GPU_LAUNCHER, str(task), "run", "gpu/demo",
+                               "--profile", "gpu", "--agent", "scripted", "--runs-dir", str(runs),
+                               "-q", *args], capture_output=True, text=True, timeout=300)
+
+    refused = rgym()
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    lines = [x for x in refused.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "needs 1 GPU(s) (resources.gpus) and this machine has 0" in lines[0]
+    assert "--gpus 0" in lines[0] and nothing_created(runs)
+    knowingly = rgym("--gpus", "0")
+    assert knowingly.returncode == 0, knowingly.stdout + knowingly.stderr
+    assert not nothing_created(runs)
+
+
+def test_a_profile_rgym_cannot_run_yet_is_refused_and_shown(tmp_path: Path) -> None:
+    """``unavailable:`` (a ResearchGym profile whose benchmark has no grader here): the run
+    is refused before anything is created, never graded on something smaller; `rgym
+    show` says why."""
+    import shutil
+    import subprocess
+    import sys
+
+    demo = Path(__import__("rgym_core").__file__).parent / "demo" / "tasks" / "demo"
+    task = tmp_path / "demo"
+    shutil.copytree(demo, task)
+    spec = task / "task.yaml"
+    spec.write_text(spec.read_text().replace("id: rgym/demo\n", "id: gpu/demo\n", 1)
+                    + "profiles:\n  paper:\n    description: the paper's size\n"
+                      "    unavailable: its data have no loader here yet\n")
+    runs = tmp_path / "runs"
+    refused = subprocess.run([sys.executable, "-c", GPU_LAUNCHER, str(task), "run", "gpu/demo",
+                              "--profile", "paper", "--agent", "scripted", "--runs-dir", str(runs)],
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.strip() == (
+        "error: task 'gpu/demo' profile 'paper' cannot run in rgym yet: its data have no loader "
+        "here yet (rgym show gpu/demo lists its other profiles)")
+    assert nothing_created(runs)
+    shown = subprocess.run([sys.executable, "-c", GPU_LAUNCHER, str(task), "show", "gpu/demo"],
+                           capture_output=True, text=True, timeout=300)
+    assert "cannot run in rgym yet: its data have no loader here yet" in shown.stdout

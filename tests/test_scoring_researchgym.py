@@ -31,7 +31,7 @@ def rgym_score(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def add_run(runs: Path, task: str, solver: str, seed: int, value: float | None,
-            subtasks: dict[str, float] | None = None) -> None:
+            subtasks: dict[str, float] | None = None, *, side_graded: bool = True) -> None:
     """A run whose last submission scored ``value`` (``None``: no valid score)."""
     score = ScoreRecord(step=1, kind="submit", valid=value is not None,
                         scores={} if value is None else {"acc": value},
@@ -43,7 +43,8 @@ def add_run(runs: Path, task: str, solver: str, seed: int, value: float | None,
         reference_scores={"acc": 100.0},
         subtasks=[SubTask(id="main", metric="acc", primary=True, baseline_scores={"acc": 50.0},
                           reference_scores={"acc": 100.0}),
-                  SubTask(id="side", metric="acc", baseline_scores={"acc": 40.0})])
+                  SubTask(id="side", metric="acc", baseline_scores={"acc": 40.0},
+                          graded=side_graded)])
     write_result(create_run_dir(runs / task.replace("/", "__") / solver / f"run-{seed}").path, result)
 
 
@@ -77,6 +78,20 @@ def test_rates_over_tasks_follow_researchgym(tmp_path: Path) -> None:
     assert (b.tasks_run, b.normalized_at_k) == (1, pytest.approx((0.0 + 0.6) / 2))
     data = report.to_data()
     assert {row["solver"] for row in data["rates_summary"]} == {"a", "b"}
+
+
+def test_sub_tasks_rgym_does_not_grade_are_listed_and_left_out(tmp_path: Path) -> None:
+    """A sub-task marked ``graded: false`` (declared by ResearchGym, no grader in rgym yet)
+    counts in neither completion nor the means, and the report says "of N graded"."""
+    add_run(tmp_path, "p/t1", "a", 0, 80.0, {"main": 80.0}, side_graded=False)
+    report = score_runs([tmp_path])
+    (t1,) = report.rates
+    assert t1.completion_rate == pytest.approx(1.0)  # the one graded sub-task, done
+    proc = rgym_score(str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "p/t1 / a (1 of 2 sub-tasks graded)" in proc.stdout
+    side = next(line for line in proc.stdout.splitlines() if line.strip().startswith("side"))
+    assert "not graded" in side
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
 from rgym_core import load_task
 from rgym_core.serialization import SpecError, load_spec
 from rgym_core.specs import Budget, TaskSpec
+from rgym_core.testing import run_cli
 
 GOOD = """
 id: pack/task

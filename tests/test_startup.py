@@ -73,7 +73,7 @@ def test_nothing_heavy_is_imported(args: list[str], tmp_path: Path) -> None:
         raise AssertionError(f"`rgym {' '.join(args)}` imported {', '.join(heavy)}; plugins whose import "
                              f"(or rgym_cli_commands) pulls in heavy modules: {'; '.join(offenders()) or '?'}. "
                              f"Import heavy modules inside the functions that need them, and register "
-                             f"commands with rgym_core.cli.lazy_command.")
+                             f"commands with rgym_core.lazy_command.")
 
 
 def test_core_commands_are_lazy(tmp_path: Path) -> None:

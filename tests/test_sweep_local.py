@@ -86,8 +86,9 @@ def test_acceptance_sweep_runs_every_cell_then_only_prints_the_summary(
     (sweep,) = (cwd / "sweeps").iterdir()
     assert (sweep / "sweep.json").is_file()
     runs = results(sweep)
-    assert sorted(runs) == [f"mlgym__{task}/baseline/seed-{s}" for task in ("battle-of-sexes",
-                                                                           "prisoners-dilemma")
+    # the tasks' default profile is `rgym` (rgym's statement and budgets; `mlgym` is MLGym's)
+    assert sorted(runs) == [f"mlgym__{task}@rgym/baseline/seed-{s}" for task in ("battle-of-sexes",
+                                                                                "prisoners-dilemma")
                             for s in (1, 2, 3)]
     assert all(json.loads(text)["status"] == "submitted" for _, text in runs.values())
     # the live table (lines and the per-task table when stderr is not a terminal) and the summary

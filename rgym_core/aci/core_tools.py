@@ -25,9 +25,31 @@ class BashTool(Tool):
         if result.timed_out:
             output += (f"\n[command timed out after {ctx.action_timeout_s:g} s and was killed; "
                        "run long jobs in the background or split them]")
+        _track_cwd(ctx)
         return ToolResult(output=output, error=result.exit_code != 0,
                           info={"exit_code": result.exit_code, "timed_out": result.timed_out,
                                 "truncated": result.truncated})
+
+    def status(self, ctx: ToolContext) -> dict[str, Any]:
+        """The shell's working directory, for the agent's status block (MLGym's
+        ``(Current directory: ...)``)."""
+        return {WORKING_DIR: ctx.state.get(WORKING_DIR) or ctx.sandbox.workspace}
+
+
+#: State key (in ``ToolContext.state``) of the shell's working directory.
+WORKING_DIR = "working_dir"
+
+
+def _track_cwd(ctx: ToolContext) -> None:
+    """Ask the shell for its working directory after a command (only a shell command
+    changes it); an answer that is not an absolute path keeps the last one."""
+    try:
+        answer = ctx.sandbox.run("pwd", timeout=10)
+    except Exception:  # noqa: BLE001 - the status line is informative only
+        return
+    lines = answer.output.strip().splitlines()
+    if answer.exit_code == 0 and not answer.timed_out and len(lines) == 1 and lines[0].startswith("/"):
+        ctx.state[WORKING_DIR] = lines[0]
 
 
 def _format_scores(scores: dict[str, float]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rgym_core.aci.lint import LintError, is_python_file, lint_python, new_errors
+from rgym_core.aci.lint import LintError, is_python_file, lint_python, new_errors, select_codes
 from rgym_core.aci.viewer import (
     current_file,
     join_lines,
@@ -54,13 +54,22 @@ def _rejection(path: str, errors: list[LintError], proposed: list[str], original
     ])
 
 
+def lint_selection(ctx: ToolContext) -> tuple[str, ...]:
+    """The lint codes of the episode (``tool_config: {rgym: {lint: ...}}``)."""
+    try:
+        return select_codes(ctx.tool_config.get("lint"))
+    except ValueError as exc:
+        raise ToolError(f"{exc} (in task.yaml or the profile)") from None
+
+
 def apply_change(ctx: ToolContext, path: str, original: list[str], proposed: list[str],
                  changed_from: int, original_span: tuple[int, int]) -> ToolResult:
     """Lint ``proposed`` against ``original`` and write it unless it adds errors."""
     window = window_size(ctx)
     if is_python_file(path):
-        before = lint_python(join_lines(original), path)
-        after = lint_python(join_lines(proposed), path)
+        select = lint_selection(ctx)
+        before = lint_python(join_lines(original), path, select)
+        after = lint_python(join_lines(proposed), path, select)
         fresh = new_errors(before, after)
         if fresh:
             text = _rejection(path, fresh, proposed, original, changed_from, original_span, window)

@@ -32,13 +32,21 @@ OPEN_FILE = "open_file"
 WINDOW_START = "window_start"
 
 
+def working_dir(ctx: ToolContext) -> str:
+    """The shell's working directory as the ``bash`` tool last saw it (the workspace
+    until the agent changes directory): relative paths of the file and search tools
+    start there, as MLGym's tools, which run in that shell."""
+    return str(ctx.state.get("working_dir") or ctx.sandbox.workspace)
+
+
 def resolve_path(ctx: ToolContext, path: str) -> str:
-    """An absolute sandbox path: ``path`` itself, or relative to the workspace."""
+    """An absolute sandbox path: ``path`` itself, or relative to the shell's working
+    directory (:func:`working_dir`)."""
     path = path.strip()
     if not path:
-        raise ToolError("the path is empty; give a file path relative to the workspace")
+        raise ToolError("the path is empty; give a file path relative to the current directory")
     if not posixpath.isabs(path):
-        path = posixpath.join(ctx.sandbox.workspace, path)
+        path = posixpath.join(working_dir(ctx), path)
     return posixpath.normpath(path)
 
 
@@ -128,7 +136,7 @@ class OpenTool(Tool):
         name="open",
         description="Open a file and show a window of its lines with line numbers; with "
                     "line_number, move the window to show that line.",
-        args=[ToolArg("path", "string", "the file to open, relative to the workspace or absolute"),
+        args=[ToolArg("path", "string", "the file to open, relative to the current directory or absolute"),
               ToolArg("line_number", "integer", "a line to show", required=False)],
     )
     default = True
@@ -209,7 +217,7 @@ class CreateTool(Tool):
         name="create",
         description="Create a new file (empty, or with the given content) and open it. "
                     "A Python file whose content does not parse is not created.",
-        args=[ToolArg("path", "string", "the new file, relative to the workspace or absolute"),
+        args=[ToolArg("path", "string", "the new file, relative to the current directory or absolute"),
               ToolArg("content", "string", "the file's text", required=False)],
         text_form="rest",
         end_marker="end_of_create",
@@ -230,7 +238,9 @@ class CreateTool(Tool):
         content = args.get("content") or ""
         lines = split_lines(content)
         if is_python_file(path):
-            errors = lint_python(content, path)
+            from rgym_core.aci.editor import lint_selection
+
+            errors = lint_python(content, path, lint_selection(ctx))
             if errors:
                 listing = "\n".join(f"- {e}" for e in errors)
                 return ToolResult(output=f"The content of {path} has errors, so the file was NOT "

@@ -6,7 +6,8 @@ standard error.  It loads only the scaffold's own plugin (from its ``rgym`` entr
 point), builds the agent with the registered factory and forwards ``start``,
 ``act`` and ``close`` to it.
 
-Model clients: inside this process :func:`rgym_core.models.create_model_client`
+Model clients: inside this process :func:`rgym_core.create_model_client` (and the
+``AgentConfig.create_model_client`` the agent is handed)
 returns a :class:`ProxyModelClient`, which asks the runner to make each call
 (the runner holds the API keys, enforces the cost and token limits and counts
 the usage).  A scaffold that opens its own connections finds no network.
@@ -35,7 +36,7 @@ from rgym_core.agents import (
     EpisodeStatus,
     TaskContext,
 )
-from rgym_core.models import ModelCheckError, ModelResponse, ToolCall
+from rgym_core.models import ModelCheckError, ModelFactory, ModelResponse, ToolCall
 from rgym_core.records import Action, Observation, Usage
 from rgym_core.serialization import structure, unstructure
 from rgym_core.specs import Budget, Metric, Resources
@@ -167,10 +168,11 @@ class ProxyModelClient:
         return f"ProxyModelClient(model={self.model!r}, provider={self.provider!r})"
 
 
-def install_model_proxy(link: _Link) -> None:
-    """Make :func:`rgym_core.models.create_model_client` return proxies in this process."""
+def install_model_proxy(link: _Link) -> ModelFactory:
+    """Make :func:`rgym_core.create_model_client` return proxies in this process;
+    the proxying factory, handed to the agent as ``AgentConfig.create_model_client``."""
     import rgym_core
-    import rgym_core.models as models
+    import rgym_core.registry as registry
 
     def create_model_client(name: str, *, base_url: str | None = None, registry: Any = None,
                             **options: Any) -> ProxyModelClient:
@@ -178,10 +180,10 @@ def install_model_proxy(link: _Link) -> None:
         return ProxyModelClient(link, int(result["client"]), str(result.get("model") or name),
                                 result.get("provider"), result.get("price"))
 
-    create_model_client.__doc__ = models.create_model_client.__doc__
-    models.create_model_client = create_model_client
-    if hasattr(rgym_core, "create_model_client"):
-        setattr(rgym_core, "create_model_client", create_model_client)  # noqa: B010
+    create_model_client.__doc__ = registry.create_model_client.__doc__
+    registry.create_model_client = create_model_client
+    rgym_core.create_model_client = create_model_client
+    return create_model_client
 
 
 @define
@@ -293,7 +295,7 @@ def serve(link: _Link) -> int:
         link.send({"type": "failed", "message": f"the runner speaks protocol "
                    f"{message.get('protocol')}, this agent process {PROTOCOL_VERSION}"})
         return 2
-    install_model_proxy(link)
+    create_model_client = install_model_proxy(link)
     info = message.get("agent") or {}
     raw = message.get("config") or {}
     status = MirrorStatus(budget=structure(message.get("budget") or {}, Budget, "budget",
@@ -304,7 +306,8 @@ def serve(link: _Link) -> int:
         agent = factory(AgentConfig(model=raw.get("model"), base_url=raw.get("base_url"),
                                     seed=raw.get("seed"), options=dict(raw.get("options") or {}),
                                     run_dir=None, task_id=raw.get("task_id"),
-                                    profile=raw.get("profile")))
+                                    profile=raw.get("profile"),
+                                    create_model_client=create_model_client))
     except BaseException as exc:  # noqa: BLE001 - reported to the runner
         link.send(_failure(exc))
         return 1

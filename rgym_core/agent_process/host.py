@@ -237,9 +237,7 @@ class ModelGateway:
                            f"(--agent-option {key}=...)")
         if len(self.clients) >= self.max_clients:
             raise _Refused(f"the agent created more than {self.max_clients} model clients")
-        from rgym_core.models import create_model_client
-
-        client = create_model_client(model, base_url=self.base_url, registry=self.registry, **options)
+        client = self.registry.create_model_client(model, base_url=self.base_url, **options)
         self.clients.append(client)
         price = getattr(client, "price", None)
         try:
@@ -315,6 +313,10 @@ class ModelGateway:
         raw_usage = response.raw.get("_usage") if isinstance(response.raw, dict) else None
         if isinstance(raw_usage, dict) and raw_usage.get("estimated"):
             record["tokens_estimated"] = True
+        retries = response.raw.get("_retries") if isinstance(response.raw, dict) else None
+        if isinstance(retries, list) and retries:  # failed attempts before this answer
+            record["attempts"] = len(retries) + 1
+            record["retries"] = retries
         self._last_sent[handle] = messages
         return record
 

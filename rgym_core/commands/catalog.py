@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -12,6 +10,7 @@ from typing import Any
 import click
 
 from rgym_core.cli import get_registry
+from rgym_core.commands.table import format_table
 from rgym_core.registry import Registry, RegistryError
 from rgym_core.serialization import SpecError, unstructure
 from rgym_core.specs import Budget, Resources, SubTask, TaskSpec
@@ -38,37 +37,6 @@ def _rows(registry: Registry, kind: str) -> list[dict[str, Any]]:
             row["default"] = item.default
         rows.append(row)
     return rows
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, list):
-        return ", ".join(str(v) for v in value)
-    return " ".join(str(value).split())
-
-
-def format_table(rows: list[dict[str, Any]], columns: list[str], width: int | None = None) -> str:
-    """A plain-text table; the last column is cut to fit ``width`` (the terminal's;
-    nothing is cut when the output is not a terminal)."""
-    if width is None:
-        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 1 << 16
-    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
-    heads = [c.replace("_", " ") for c in columns]
-    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(heads)]
-    fixed = sum(widths[:-1]) + 2 * (len(columns) - 1)
-    widths[-1] = max(min(widths[-1], width - fixed), len(heads[-1]))
-
-    def line(values: list[str]) -> str:
-        out = []
-        for i, value in enumerate(values):
-            if i == len(values) - 1:
-                out.append(value if len(value) <= widths[i] else value[: max(widths[i] - 3, 0)] + "...")
-            else:
-                out.append(value.ljust(widths[i]))
-        return "  ".join(out).rstrip()
-
-    return "\n".join([line(heads), line(["-" * w for w in widths]), *(line(r) for r in cells)])
 
 
 @click.command("list")
@@ -102,6 +70,8 @@ def _number(value: float | None) -> str:
 def _budget_text(b: Budget) -> str:
     parts = [f"max_steps={b.max_steps}", f"time_limit_s={b.time_limit_s:g}" if b.time_limit_s else
              "time_limit_s=none", f"action_timeout_s={b.action_timeout_s:g}"]
+    if b.training_timeout_s is not None:
+        parts.append(f"training_timeout_s={b.training_timeout_s:g}")
     if b.cost_limit_usd is not None:
         parts.append(f"cost_limit_usd={b.cost_limit_usd:g}")
     if b.token_limit is not None:
@@ -129,6 +99,8 @@ def subtasks_text(subtasks: list[SubTask]) -> str:
     out = []
     for sub in subtasks:
         notes = ["primary"] if sub.primary else []
+        if not sub.graded:
+            notes.append("not graded by rgym")
         if sub.metric:
             notes.append(sub.metric)
         base = sub.baseline_scores.get(sub.metric) if sub.metric else None
@@ -136,6 +108,57 @@ def subtasks_text(subtasks: list[SubTask]) -> str:
             notes.append(f"baseline {_number(base)}")
         out.append(f"{sub.id} ({', '.join(notes)})" if notes else sub.id)
     return ", ".join(out)
+
+
+#: The heading of a pack README's divergence table (``rgym show`` links to it).
+DIVERGENCE_HEADING = "Divergences from the original"
+DIVERGENCE_ANCHOR = "divergences-from-the-original"
+
+
+def divergence_link(task: TaskSpec) -> str | None:
+    """``README.md#divergences-from-the-original`` of the task's pack (the first
+    folder above the task holding a ``README.md`` beside a ``pyproject.toml``), or
+    ``None`` when the pack's sources are not on this machine (a wheel install) or
+    its README has no such section (a task that reimplements no original)."""
+    if task.root is None:
+        return None
+    for folder in [task.root, *task.root.resolve().parents]:
+        readme = folder / "README.md"
+        if readme.is_file() and (folder / "pyproject.toml").is_file():
+            try:
+                text = readme.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                return None
+            return f"{readme}#{DIVERGENCE_ANCHOR}" if f"## {DIVERGENCE_HEADING}" in text else None
+    return None
+
+
+def baseline_text(spec: TaskSpec) -> str:
+    """rgym's measured baseline, and where it was measured."""
+    b = spec.baseline
+    if b is None or not b.scores:
+        return "not measured"
+    text = _scores_text(b.scores)
+    if b.on_fixture:
+        return f"{text} [measured on a test fixture: never used for scoring or shown to the agent]"
+    if b.measured_on == "published":
+        return f"{text} [not measured by rgym: the original's published figures, copied]"
+    where = "; ".join(x for x in (b.machine, b.data) if x)
+    return f"{text}" + (f" [measured by rgym on {where}]" if where else "")
+
+
+def published_text(spec: TaskSpec) -> str | None:
+    """The original's published figures and their source, or ``None``."""
+    pub = spec.published
+    if not pub.baseline and not pub.reference:
+        return None
+    parts = []
+    if pub.baseline:
+        parts.append(f"baseline {_scores_text(pub.baseline)}")
+    if pub.reference:
+        parts.append(f"reference {_scores_text(pub.reference)}")
+    comparable = "" if pub.comparable else "; not comparable with rgym's metric: never scored against by default"
+    return ", ".join(parts) + f" (source: {pub.source}{comparable})"
 
 
 def profile_lines(task: TaskSpec) -> list[str]:
@@ -146,13 +169,25 @@ def profile_lines(task: TaskSpec) -> list[str]:
         profile = task.profiles[name]
         default = " (default)" if name == task.default_profile_name else ""
         lines.append(f"profile {name}{default}: {profile.description}".rstrip(": "))
+        if profile.unavailable:
+            lines.append(f"    cannot run in rgym yet: {profile.unavailable.strip()}")
         lines.append(f"    budget: {_budget_text(spec.budget)}")
         lines.append(f"    resources: {_resources_text(spec.resources)}")
         if spec.baseline is not None:
             command = f" (command: {spec.baseline.command})" if spec.baseline.command else ""
-            lines.append(f"    baseline: {_scores_text(spec.baseline.scores)}{command}")
+            lines.append(f"    baseline: {baseline_text(spec)}{command}")
+        published = published_text(spec)
+        if published:
+            lines.append(f"    published: {published}")
         if spec.reference_scores:
             lines.append(f"    reference: {_scores_text(spec.reference_scores)}")
+        if profile.prompt is not None or profile.prompt_file is not None:
+            where = f" (from {profile.prompt_file})" if profile.prompt_file else ""
+            lines.append(f"    prompt: its own task statement{where}, {len(spec.description):,} characters")
+        if profile.tool_config:
+            lines.append("    tools: " + "; ".join(
+                f"{ns}: " + ", ".join(f"{k}={v}" for k, v in cfg.items())
+                for ns, cfg in profile.tool_config.items()))
         if profile.datasets is not None:
             lines.append("    datasets: " + (", ".join(
                 f"{d.id} -> {d.mount}/" + (" (starter files)" if getattr(d, "starter", False) else "")
@@ -284,6 +319,7 @@ def show_cmd(ctx: click.Context, task: str, profile: str | None, as_json: bool) 
         data["sandbox_limits"] = limits
         data["sandbox_limits_profile"] = resolved.profile
         data["bubblewrap"] = bubblewrap_facts()
+        data["divergences"] = divergence_link(spec)
         click.echo(json.dumps(data, indent=2, default=str))
         return
     from rich.console import Console
@@ -310,6 +346,17 @@ def show_cmd(ctx: click.Context, task: str, profile: str | None, as_json: bool) 
                       highlight=False)
     if spec.baseline and spec.baseline.command:
         console.print(f"baseline command: {escape(spec.baseline.command)}", highlight=False)
+    if spec.profile is not None or not spec.profiles:
+        console.print(escape(f"baseline (recorded): {baseline_text(spec)}"), highlight=False,
+                      soft_wrap=True)
+        published = published_text(spec)
+        if published:
+            console.print(escape(f"published (the original's figures): {published}"), highlight=False,
+                          soft_wrap=True)
+    link = divergence_link(spec)
+    if link is not None or spec.published.baseline or spec.published.reference:
+        console.print(escape(f"divergences from the original: {link or 'docs/divergences.md in rgym'}"),
+                      highlight=False, soft_wrap=True)
     if spec.subtasks:
         console.print(escape("sub-tasks: " + subtasks_text(spec.subtasks)), highlight=False,
                       soft_wrap=True)

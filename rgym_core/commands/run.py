@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -63,8 +64,9 @@ def once(*decls: str, default: Any = None, **kwargs: Any) -> Any:
 
 #: ``rgym run`` option names -> :class:`~rgym_core.runner.RunConfig` fields where they differ.
 OPTION_FIELDS = {"time_limit": "time_limit_s", "action_timeout": "action_timeout_s",
-                 "cost_limit": "cost_limit_usd"}
+                 "training_timeout": "training_timeout_s", "cost_limit": "cost_limit_usd"}
 _PAIR_OPTIONS = {"agent_options": "--agent-option", "sandbox_options": "--sandbox-option",
+                 "tool_options": "--tool-option",
                  "datasets": "--dataset", "tags": "--tag"}
 
 _RUN_OPTIONS = [
@@ -80,6 +82,10 @@ _RUN_OPTIONS = [
     once("--time-limit", type=click.FloatRange(min=0, min_open=True), help="Wall-clock budget in seconds."),
     once("--action-timeout", type=click.FloatRange(min=0, min_open=True),
          help="Timeout of one action in seconds."),
+    once("--training-timeout", type=click.FloatRange(min=0, min_open=True),
+         help="Timeout in seconds of a training command (a shell command naming python, "
+              "python3, torchrun, accelerate or deepspeed, as MLGym decides; default: the "
+              "task's, else --action-timeout)."),
     once("--cost-limit", type=click.FloatRange(min=0, min_open=True),
          help="Model cost budget in USD (enforced before each call)."),
     once("--token-limit", type=click.IntRange(min=1), help="Token budget."),
@@ -93,6 +99,10 @@ _RUN_OPTIONS = [
                  help="Option passed to the agent (repeatable; values parsed as JSON when possible)."),
     click.option("--sandbox-option", "sandbox_options", multiple=True, metavar="KEY=VALUE",
                  help="Option passed to the sandbox backend (repeatable)."),
+    click.option("--tool-option", "tool_options", multiple=True, metavar="KEY=VALUE",
+                 help="Tool setting over the task's and profile's tool_config (repeatable): "
+                      "window=1000, search=basic|extended|fixed, lint=mlgym; NAMESPACE.KEY for "
+                      "another pack's tools."),
     click.option("--dataset", "datasets", multiple=True, metavar="MOUNT=DATASET",
                  help="Run on another registered dataset of the same form."),
     once("--data-dir", type=click.Path(file_okay=False, path_type=Path), envvar="RGYM_DATA_DIR",
@@ -127,7 +137,7 @@ def config_values(kwargs: dict[str, Any]) -> dict[str, Any]:
     for name, value in kwargs.items():
         if name in _PAIR_OPTIONS:
             pairs = _parse_pairs(tuple(value or ()), _PAIR_OPTIONS[name])
-            value = pairs if name in ("agent_options", "sandbox_options") else \
+            value = pairs if name in ("agent_options", "sandbox_options", "tool_options") else \
                 {k: str(v) for k, v in pairs.items()}
         elif name == "tools":
             value = _split_csv(tuple(value or ()))
@@ -137,19 +147,56 @@ def config_values(kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: What ``--price`` sets for the model providers (``rgym_llm.prices`` reads it):
+#: ``MODEL=IN,OUT`` entries separated by ``;``, USD per million tokens.
+PRICE_ENV = "RGYM_PRICE"
+
+
+def price_entries(values: tuple[str, ...] | list[str]) -> list[str]:
+    """``--price MODEL=IN,OUT`` values checked and tidied (``MODEL=IN,OUT``); raises
+    ValueError with one line naming the value and the expected form."""
+    out = []
+    for value in values:
+        model, sep, rates = value.partition("=")
+        parts = [p.strip() for p in rates.split(",")]
+        try:
+            if not sep or not model.strip() or ";" in value or len(parts) != 2:
+                raise ValueError
+            numbers = [float(p) for p in parts]
+            if any(n < 0 or n != n or n == float("inf") for n in numbers):
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"--price {value!r}: expected MODEL=IN,OUT in USD per million input "
+                             "and output tokens, e.g. --price gpt-4o=2.5,10 (0,0 for a free local "
+                             "model)") from None
+        out.append(f"{model.strip()}={numbers[0]:g},{numbers[1]:g}")
+    return out
+
+
 @click.command("run")
 @click.argument("task")
 @run_options
+@click.option("--price", "prices", multiple=True, metavar="MODEL=IN,OUT",
+              help="Price of a model in USD per million input and output tokens, over the "
+                   "built-in table and RGYM_PRICES (repeatable; 0,0 for a free local model).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON, no progress line.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress line.")
 @click.pass_context
-def run_cmd(ctx: click.Context, task: str, as_json: bool, quiet: bool, **kwargs: Any) -> None:
+def run_cmd(ctx: click.Context, task: str, as_json: bool, quiet: bool, prices: tuple[str, ...],
+            **kwargs: Any) -> None:
     """Run one episode of TASK with an agent and print its score and run directory."""
     from rgym_core.runner import RunConfig, RunError, run_episode
 
     problem = output_folder_problem(kwargs["runs_dir"], "--runs-dir")
     if problem is not None:
         _usage_failure(problem, as_json)
+    if prices:
+        try:
+            entries = price_entries(prices)
+        except ValueError as exc:
+            _usage_failure(str(exc), as_json)
+        earlier = os.environ.get(PRICE_ENV, "").strip()
+        os.environ[PRICE_ENV] = ";".join([earlier, *entries] if earlier else entries)
     registry = get_registry(ctx)
     values: dict[str, Any] = {"task": task, **config_values(kwargs)}
     if values.get("agent_isolation") == "none":
@@ -185,7 +232,8 @@ def _usage_failure(message: str, as_json: bool) -> NoReturn:
 
 
 #: The parameter names :func:`run_options` adds (click's keyword arguments).
-OPTION_NAMES = frozenset(p.name for p in run_cmd.params if p.name not in (None, "task", "as_json", "quiet"))
+OPTION_NAMES = frozenset(p.name for p in run_cmd.params
+                         if p.name not in (None, "task", "as_json", "quiet", "prices"))
 
-__all__ = ["OPTION_FIELDS", "OPTION_NAMES", "config_values", "once", "parse_pairs", "run_cmd",
-           "run_options"]
+__all__ = ["OPTION_FIELDS", "OPTION_NAMES", "PRICE_ENV", "config_values", "once", "parse_pairs",
+           "price_entries", "run_cmd", "run_options"]

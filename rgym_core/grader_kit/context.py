@@ -8,11 +8,13 @@ scores) and then write the scores file atomically, never through a link.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import math
 import os
+import random
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,27 @@ class GradingContext:
     def private(self, mount: str = "data") -> Path:
         """The private part (labels...) of the dataset mounted at ``mount``."""
         return self.private_dir / mount
+
+    def secret(self, purpose: str) -> bytes:
+        """32 bytes for ``purpose`` (``"opponent-3"``, ``"instances"``) derived from the
+        task's grader secret: what hidden seeds and generated evaluation sets must come
+        from, never a constant in public code.  The same on every grading of this task
+        on this machine (so a regrade reproduces), unknown to the agent.  Raises
+        ``RuntimeError`` when the evaluation folder holds no secret (a grader run by
+        hand outside rgym: write 64 hex digits to ``private/.rgym-secret``)."""
+        path = self.private_dir / p.SECRET_FILE
+        try:
+            key = bytes.fromhex(path.read_text().strip())
+        except (OSError, ValueError):
+            key = b""
+        if len(key) < 32:
+            raise RuntimeError(f"{path}: no grader secret (rgym writes it for every grading; "
+                               "to run this grader by hand, write 64 hex digits there)")
+        return hashlib.sha256(key + b"\0" + purpose.encode()).digest()
+
+    def rng(self, purpose: str) -> random.Random:
+        """A ``random.Random`` seeded from :meth:`secret` ``(purpose)``."""
+        return random.Random(int.from_bytes(self.secret(purpose), "big"))
 
     def submission_file(self, name: str) -> Path:
         """The path of a regular file of the submission, checked: ``name`` stays
@@ -198,10 +221,22 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-def _stop_workers() -> None:
-    from .workers import end_workers
+#: Called before scores or an error are written: the workers module adds its
+#: ``end_workers`` when it is imported (no worker can exist before that).
+_before_write: list[Callable[[], None]] = []
 
-    end_workers()
+
+def before_write(callback: Callable[[], None]) -> Callable[[], None]:
+    """Have ``callback`` run (it may raise) before :func:`write_scores` or
+    :func:`write_error` writes anything."""
+    if callback not in _before_write:
+        _before_write.append(callback)
+    return callback
+
+
+def _stop_workers() -> None:
+    for callback in list(_before_write):
+        callback()
 
 
 def write_scores(scores: Mapping[str, float], *, details: Mapping[str, Any] | None = None,

@@ -10,6 +10,7 @@ An evaluation folder (``/eval`` in a grader container or under bubblewrap)::
     grader/       the task's hidden grader files (with this kit as rgym_grader_kit/)
     data/<mount>/ the public part of each dataset
     private/<mount>/  the private part (labels...)
+    private/.rgym-secret  the task's grader secret (hex), for seeds the agent must not know
     home/         the grader's HOME (empty; never the submission)
     scores.json   written by the grader, and only by it
 """
@@ -33,6 +34,8 @@ GRADER_DIR = "grader"
 DATA_DIR = "data"
 PRIVATE_DIR = "private"
 HOME_DIR = "home"
+#: The task's grader secret (64 hex digits), inside ``private/``.
+SECRET_FILE = ".rgym-secret"
 #: The name the kit has inside every evaluation's ``grader/`` folder.
 KIT_PACKAGE = "rgym_grader_kit"
 

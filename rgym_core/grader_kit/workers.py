@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import protocol as p
+from .context import before_write, context
 from .limits import Limits
 
 __all__ = ["Limits", "Worker", "WorkerResult", "FunctionWorker", "start_worker", "run_worker",
@@ -106,8 +107,6 @@ def _connect() -> _Connection:
             return _connection
         import subprocess
 
-        from .context import context
-
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         supervisor = Path(__file__).resolve().parent / "supervisor.py"
         helper = subprocess.Popen(
@@ -129,6 +128,9 @@ def end_workers() -> None:
     if not reply.get("ok"):
         raise ConfinementError(f"could not stop every process of the submission's code "
                                f"({len(reply.get('left') or [])} left)")
+
+
+before_write(end_workers)
 
 
 def _ask(conn: _Connection, message: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:

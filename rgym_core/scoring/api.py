@@ -177,7 +177,8 @@ def score_tables_data(best: Mapping[str, Mapping[str, float | None]],
 
 def score_runs(paths: Iterable[Path | str], *, solver_key: str | None = None,
                baseline: str = BASELINE, strict: bool = False,
-               include_infra: bool = False, exclude_flagged: bool = False) -> ScoreReport:
+               include_infra: bool = False, exclude_flagged: bool = False,
+               baselines: str = "auto") -> ScoreReport:
     """Score the run directories under ``paths`` (run directories, runs folders,
     sweep folders); a solver named ``baseline`` is renamed ``baseline-agent`` (see
     :mod:`~rgym_core.scoring.inputs`).  ``strict``: an unreadable ``result.json``
@@ -185,7 +186,7 @@ def score_runs(paths: Iterable[Path | str], *, solver_key: str | None = None,
     infrastructure ended too.  ``exclude_flagged``: leave out the runs the
     integrity monitor flagged (they are listed in ``flagged`` either way)."""
     data = load_runs(paths, solver_key, baseline=baseline, strict=strict,
-                     exclude_flagged=exclude_flagged)
+                     exclude_flagged=exclude_flagged, baselines=baselines)
     return score_data(data, baseline=baseline, include_infra=include_infra)
 
 

@@ -28,6 +28,11 @@ EXIT_USAGE = 2
               help="MLGym's last-submission table; needs --best-table.")
 @click.option("--baseline-column", default="baseline", show_default=True,
               help="The baseline solver's name (a column of the tables, or a solver of --input).")
+@click.option("--baselines", type=click.Choice(["auto", "published", "measured"]), default="auto",
+              show_default=True,
+              help="Which baseline figures RUN_DIRS are scored against: the original benchmark's "
+                   "published ones, rgym's measured ones, or auto (published for mlgym- and "
+                   "researchgym-profile runs, as the originals score them; measured otherwise).")
 @click.option("--minimize", multiple=True, metavar="TASK",
               help="A task (table row or --input task) whose metric is minimised; repeatable.")
 @click.option("--solver-key", default=None,
@@ -48,7 +53,7 @@ EXIT_USAGE = 2
               help="Leave out the runs the integrity monitor flagged (they are listed either way; "
                    "`rgym show RUN_DIR` lists a run's findings).")
 def score(run_dirs: tuple[Path, ...], long_input: Path | None, best_table: Path | None,
-          last_table: Path | None, baseline_column: str, minimize: tuple[str, ...],
+          last_table: Path | None, baseline_column: str, baselines: str, minimize: tuple[str, ...],
           solver_key: str | None, fmt: str, plot: Path | None, output: Path | None,
           strict: bool, include_infra: bool, exclude_flagged: bool) -> None:
     """Score episodes: best attempt and last submission, best of k runs, MLGym's
@@ -65,6 +70,17 @@ def score(run_dirs: tuple[Path, ...], long_input: Path | None, best_table: Path 
     --input and the tables a solver so named is that score.  In RUN_DIRS an agent
     with such a name (--agent baseline) is shown as "baseline-agent" with its own
     runs, and a note says so.
+
+    Baselines: in RUN_DIRS each task has two kinds of baseline figure: the
+    original benchmark's published one (task.yaml's `published`, with its
+    source) and rgym's measured one (`baseline.scores`, with where it was
+    measured).  --baselines chooses; by default (auto) mlgym- and
+    researchgym-profile runs use the published figures, as MLGym and
+    ResearchGym do, and other profiles the measured ones.  The scores table
+    names the set each task used, and a note cites the published sources.  A
+    figure measured on a test fixture (baseline.measured_on: fixture) is never
+    used; runs recorded before task specs carried these fields take them from
+    the installed task.
 
     Runs the integrity monitor (rgym-integrity) flagged are listed under "Flagged
     runs" with the kinds of their findings; --exclude-flagged leaves them out.
@@ -93,6 +109,9 @@ def score(run_dirs: tuple[Path, ...], long_input: Path | None, best_table: Path 
                                "--best-table B.csv --last-table L.csv")
     if (best_table is None) != (last_table is None):
         raise click.UsageError("--best-table and --last-table go together")
+    if baselines != "auto" and not run_dirs:
+        raise click.UsageError("--baselines needs RUN_DIRS (in --input and the tables the "
+                               "baseline is the 'baseline' solver's rows)")
     if exclude_flagged and not run_dirs:
         raise click.UsageError("--exclude-flagged needs RUN_DIRS (the integrity monitor's findings "
                                "are in run directories)")
@@ -102,7 +121,7 @@ def score(run_dirs: tuple[Path, ...], long_input: Path | None, best_table: Path 
         if run_dirs:
             result = api.score_runs(run_dirs, solver_key=solver_key, baseline=baseline_column,
                                     strict=strict, include_infra=include_infra,
-                                    exclude_flagged=exclude_flagged)
+                                    exclude_flagged=exclude_flagged, baselines=baselines)
         elif long_input is not None:
             result = api.score_long(long_input, baseline=baseline_column, minimize=minimize)
         else:

@@ -30,6 +30,8 @@ class SubtaskInfo:
     reference: float | None = None
     weight: float = 1.0
     primary: bool = False
+    #: False: declared by the original, not graded by rgym (left out of the rates).
+    graded: bool = True
 
 
 @define(frozen=True)
@@ -49,6 +51,12 @@ class TaskInfo:
     reference: float | None = None
     subtasks: tuple[SubtaskInfo, ...] = ()
     baseline_tolerance: float | None = None
+    #: Which set ``baseline`` comes from: ``published`` (the original benchmark's
+    #: figure), ``measured`` (rgym's), or ``None`` (no baseline).
+    baseline_kind: str | None = None
+    #: Where ``baseline`` comes from: the published figure's citation, or where rgym
+    #: measured it.
+    baseline_source: str = ""
 
 
 @define

@@ -55,7 +55,7 @@ LONG_COLUMNS = ("solver", "task", "run", "metric", "value")
 #: The default names of the solvers that stand for a task's own scores.
 BASELINE, REFERENCE = "baseline", "reference"
 
-__all__ = ["BASELINE", "DIRECTIONS", "LONG_COLUMNS", "REFERENCE", "DirectionLookup", "FlaggedRun",
+__all__ = ["BASELINE", "BASELINE_SETS", "DIRECTIONS", "PUBLISHED_BY_DEFAULT", "choose_baseline", "LONG_COLUMNS", "REFERENCE", "DirectionLookup", "FlaggedRun",
            "InputError", "PendingRun", "ScoreData", "integrity_summary", "WideTables", "find_results", "load_long", "load_runs",
            "load_wide", "read_wide", "registry_directions", "solver_name"]
 
@@ -115,6 +115,8 @@ class ScoreData:
     flagged: list[FlaggedRun] = field(factory=list)
     #: Whether flagged runs were left out.
     exclude_flagged: bool = False
+    #: Which baseline figures runs were scored against (:data:`BASELINE_SETS`).
+    baselines: str = "auto"
 
 
 #: Looks up the direction of a task by name (``None`` when unknown).
@@ -239,27 +241,129 @@ def baseline_tolerance(baseline_spec: Any, metric: str | None,
     return Baseline(scores={metric: baseline}).tolerance_for(metric)
 
 
-def _spec_baseline(run: RunDir | None) -> Any:
-    """The ``baseline`` section of the task spec a run recorded in ``config.json``
-    (profile applied), or ``None`` when it has none or cannot be read."""
+def _spec_task(run: RunDir | None) -> dict[str, Any] | None:
+    """The task spec a run recorded in ``config.json`` (profile applied), or ``None``."""
     if run is None:
         return None
     try:
         task = run.config().get("task")
     except RunDirError:
         return None
-    return task.get("baseline") if isinstance(task, dict) else None
+    return task if isinstance(task, dict) else None
+
+
+def _spec_section(run: RunDir | None, section: str) -> Any:
+    """A section of the task spec a run recorded in ``config.json`` (profile
+    applied), or ``None`` when it has none or cannot be read."""
+    task = _spec_task(run)
+    return task.get(section) if task is not None else None
+
+
+def _spec_baseline(run: RunDir | None) -> Any:
+    """The ``baseline`` section of the task spec a run recorded in ``config.json``."""
+    return _spec_section(run, "baseline")
+
+
+#: ``rgym score --baselines``: which baseline figures runs are scored against.
+BASELINE_SETS = ("auto", "published", "measured")
+#: Profiles that reproduce an original benchmark's setting: under ``auto`` their runs
+#: are scored against the original's published baselines, as the original scores them.
+PUBLISHED_BY_DEFAULT = ("mlgym", "researchgym")
+
+
+_INSTALLED: dict[tuple[str, str | None], Any] = {}
+_REGISTRY: list[Any] = []  # the registry, loaded on the first legacy run
+
+
+def _installed_sections(task: str, profile: str | None) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """``(published, baseline)`` of the installed task ``task`` with ``profile``
+    applied, as plain data; ``None`` when it is not installed (cached per process)."""
+    key = (task, profile)
+    if key not in _INSTALLED:
+        found = None
+        try:
+            from rgym_core.registry import load_registry
+            from rgym_core.serialization import unstructure
+
+            if not _REGISTRY:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    _REGISTRY.append(load_registry())
+            spec = _REGISTRY[0].task(task).with_profile(profile)
+            data = unstructure(attrs.evolve(spec, root=None))
+            found = (data.get("published") or {}, data.get("baseline") or {})
+        except Exception:  # noqa: BLE001 - scoring works without the task installed
+            found = None
+        _INSTALLED[key] = found
+    return _INSTALLED[key]
+
+
+def choose_baseline(result: EpisodeResult, run: RunDir | None, metric: str | None,
+                    baselines: str = "auto") -> tuple[float | None, str | None, str]:
+    """``(score, kind, source)`` of the baseline a run is scored against.
+
+    ``kind`` is ``published`` (the original's figure from the spec's
+    ``published.baseline``, cited by ``source``) or ``measured`` (rgym's, from the
+    result's ``baseline_scores``), ``None`` without one.  ``auto`` takes the
+    published figure for the profiles in :data:`PUBLISHED_BY_DEFAULT` (when it has
+    one) and the measured one otherwise.  A measured figure the spec marks as
+    measured on a test fixture is refused under every choice."""
+    if metric is None:
+        return None, None, ""
+    recorded_task = _spec_task(run)
+    published: Any = recorded_task.get("published") if recorded_task is not None else None
+    given = recorded_task.get("baseline") if recorded_task is not None else None
+    spec: dict[str, Any] = given if isinstance(given, dict) else {}
+    if recorded_task is not None and "published" not in recorded_task:
+        # a run recorded before task specs carried published figures: take them, and where
+        # its recorded baseline was measured, from the installed task (same figure only)
+        installed = _installed_sections(result.task_id, result.profile)
+        if installed is not None:
+            published, now = installed
+            same = now.get("scores", {}).get(metric) == result.baseline_scores.get(metric)
+            if same and "measured_on" not in spec:
+                spec = {**spec, "measured_on": now.get("measured_on"),
+                        "scores": now.get("scores", {})}
+    published = published if isinstance(published, dict) else {}
+    pub_scores = published.get("baseline") if isinstance(published.get("baseline"), dict) else {}
+    measured = None
+    if spec.get("measured_on") not in ("fixture", "published"):
+        measured = _number(result.baseline_scores.get(metric), str(result.run_dir or result.run_id))
+    pub = pub_scores.get(metric)
+    pub = float(pub) if isinstance(pub, int | float) and not isinstance(pub, bool) \
+        and math.isfinite(pub) else None
+    want = baselines
+    if want == "auto":
+        comparable = published.get("comparable", True) is not False
+        want = ("published" if result.profile in PUBLISHED_BY_DEFAULT and pub is not None
+                and comparable else "measured")
+    if want == "published":
+        if pub is None:
+            return None, None, ""
+        return pub, "published", str(published.get("source") or "")
+    if measured is None:
+        scores = spec.get("scores")
+        recorded: dict[str, Any] = scores if isinstance(scores, dict) else {}
+        on = str(spec.get("measured_on"))
+        why = {"fixture": "measured on a test fixture", "published": "published, not reproduced here"}
+        refused = on in why and metric in recorded
+        return None, None, f"refused: {why[on]}" if refused else ""
+    where = ", ".join(str(spec[k]) for k in ("machine", "data") if spec.get(k))
+    return measured, "measured", f"rgym, profile {result.profile or 'default'}" + (f": {where}" if where else "")
 
 
 def _episode_of(result: EpisodeResult, source: str, solver_key: str | None,
-                tasks: dict[str, TaskInfo], task: str, run_dir: RunDir | None = None) -> Episode:
+                tasks: dict[str, TaskInfo], task: str, run_dir: RunDir | None = None,
+                baselines: str = "auto") -> Episode:
     metric = result.primary_metric
     if metric is None:
         metric = next(iter(result.metrics), None)
     if metric is None:
         metric = next((k for r in result.scores if r.valid for k in r.scores), None)
     info = tasks.get(task)
-    if info is None or (info.baseline is None and metric in result.baseline_scores):
+    base, kind, base_source = (None, None, "") if info is not None and info.baseline is not None \
+        else choose_baseline(result, run_dir, metric, baselines)
+    if info is None or (info.baseline is None and base is not None):
         subs = []
         for sub in result.subtasks:
             sm = sub.metric or metric
@@ -269,14 +373,15 @@ def _episode_of(result: EpisodeResult, source: str, solver_key: str | None,
                 else result.direction,
                 baseline=_number(sub.baseline_scores.get(sm) if sm else None, source),
                 reference=_number(sub.reference_scores.get(sm) if sm else None, source),
-                weight=float(sub.weight), primary=bool(sub.primary)))
-        base = _number(result.baseline_scores.get(metric), source) if metric else None
+                weight=float(sub.weight), primary=bool(sub.primary),
+                graded=getattr(sub, "graded", True) is not False))
         tasks[task] = TaskInfo(
             task=task, metric=metric, direction=result.direction, baseline=base,
             reference=_number(result.reference_scores.get(metric), source) if metric else None,
             subtasks=tuple(subs),
             baseline_tolerance=baseline_tolerance(_spec_baseline(run_dir) if base is not None
-                                                  else None, metric, base))
+                                                  else None, metric, base),
+            baseline_kind=kind, baseline_source=base_source)
     info = tasks[task]
     values = [r.scores[metric] for r in result.scores
               if r.valid and metric is not None and metric in r.scores]
@@ -293,6 +398,35 @@ def _episode_of(result: EpisodeResult, source: str, solver_key: str | None,
     return Episode(solver=solver_name(result, solver_key), task=task, run=run,
                    values=values, subtasks=subtasks, status=str(result.status),
                    infrastructure=result.status.infrastructure)
+
+
+def baseline_notes(tasks: Mapping[str, TaskInfo], baselines: str) -> list[str]:
+    """One note per baseline set saying which tasks were scored against it."""
+    by_kind: dict[str | None, list[str]] = {}
+    for name, info in sorted(tasks.items()):
+        by_kind.setdefault(info.baseline_kind, []).append(name)
+    other = {"auto": "--baselines published|measured chooses one set",
+             "published": "--baselines measured uses rgym's measured ones",
+             "measured": "--baselines published uses the original's published ones"}[baselines]
+    notes: list[str] = []
+    refused = [t for t in by_kind.get(None, []) if tasks[t].baseline_source.startswith("refused")]
+    if not by_kind.get("published") and not refused and baselines == "auto":
+        return notes  # every baseline is rgym's measured one: the tables say so per task
+    if by_kind.get("published"):
+        cited = sorted({tasks[t].baseline_source for t in by_kind["published"] if tasks[t].baseline_source})
+        notes.append(f"note: baselines: published (the original benchmark's figures, as it scores "
+                     f"them) for {', '.join(by_kind['published'])}"
+                     + (f"; sources: {'; '.join(cited)}" if cited else "") + f" ({other})")
+    if by_kind.get("measured"):
+        notes.append(f"note: baselines: measured (rgym's own, on the run's profile) for "
+                     f"{', '.join(by_kind['measured'])} ({other})")
+    if by_kind.get(None):
+        why = {"published": "no published figure", "measured": "no measured figure usable for scoring",
+               "auto": "no baseline usable for scoring"}[baselines]
+        detail = "; ".join(f"{t}: {tasks[t].baseline_source}" for t in refused)
+        notes.append(f"note: baselines: none ({why}; a figure measured on a test fixture is never "
+                     f"used) for {', '.join(by_kind[None])}" + (f" ({detail})" if detail else ""))
+    return notes
 
 
 def _rename_reserved(data: ScoreData, solver_key: str | None, reserved: Sequence[str]) -> None:
@@ -357,7 +491,7 @@ def _load_run(run: RunDir, data: ScoreData, solver_key: str | None, strict: bool
     unconfined = int(bool(result.scores) and result.scores[-1].confined is False)
     try:
         ep = _episode_of(result, source, solver_key, data.tasks,
-                         _reading_key(result.task_id, result.profile), run)
+                         _reading_key(result.task_id, result.profile), run, data.baselines)
     except InputError as exc:
         if strict:
             raise
@@ -384,15 +518,20 @@ def _load_run(run: RunDir, data: ScoreData, solver_key: str | None, strict: bool
 
 def load_runs(paths: Iterable[Path | str], solver_key: str | None = None, *,
               baseline: str = BASELINE, reference: str = REFERENCE,
-              strict: bool = False, exclude_flagged: bool = False) -> ScoreData:
+              strict: bool = False, exclude_flagged: bool = False,
+              baselines: str = "auto") -> ScoreData:
     """Read the run directories under ``paths`` (run directories, runs folders or
     sweep folders).  Two runs of one solver with the same seed stay separate runs
     (their run ids differ).  A solver named ``baseline`` or ``reference`` is
     renamed (see the module docstring).  A ``result.json`` that cannot be read is
     a warning naming it, or an :class:`InputError` when ``strict``; runs without
     a result are listed in ``pending``.  Runs the integrity monitor flagged are
-    listed in ``flagged`` and, with ``exclude_flagged``, left out."""
-    data = ScoreData(exclude_flagged=exclude_flagged)
+    listed in ``flagged`` and, with ``exclude_flagged``, left out.  ``baselines``
+    chooses the baseline figures (see :func:`choose_baseline`); a note says which
+    set each task was scored against."""
+    if baselines not in BASELINE_SETS:
+        raise InputError(f"--baselines {baselines}: choose one of {', '.join(BASELINE_SETS)}")
+    data = ScoreData(exclude_flagged=exclude_flagged, baselines=baselines)
     paths = list(paths)
     # Each result is read, turned into its episode and dropped, so memory follows the
     # episodes, not the results' contents.  Until every run is read a task is keyed
@@ -427,6 +566,7 @@ def load_runs(paths: Iterable[Path | str], solver_key: str | None = None, *,
         data.warnings.append(f"{unconfined} run(s) were graded without confining the agent's code "
                              "(this machine lacked bubblewrap or a separate user): their scores "
                              "are only as trustworthy as that code")
+    data.notes.extend(baseline_notes(data.tasks, baselines))
     for task in sorted(split):
         names = ", ".join(sorted(p or "default" for p in profiles[task]))
         data.notes.append(f"note: runs of {task} used profiles {names}: each profile is scored "

@@ -127,6 +127,12 @@ def _best(values: list[float]) -> float | None:
     return max(values) if values else None
 
 
+def graded_subtasks(info: TaskInfo) -> tuple[SubtaskInfo, ...]:
+    """The sub-tasks rgym grades (all, when none is marked ``graded: false``): completion
+    and the normalised means are taken over these, "of N graded"."""
+    return tuple(s for s in info.subtasks if s.graded) or info.subtasks
+
+
 def task_rates(solver: str, info: TaskInfo, episodes: list[Episode]) -> TaskRates:
     """The rates of one solver's runs on one task."""
     runs = len(episodes)
@@ -143,8 +149,9 @@ def task_rates(solver: str, info: TaskInfo, episodes: list[Episode]) -> TaskRate
         if info.baseline is not None:
             improve.append(improves(last, info))
         if info.subtasks:
-            weights = math.fsum(s.weight for s in info.subtasks)
-            done = [s for s in info.subtasks if s.id in ep.subtasks
+            graded = graded_subtasks(info)
+            weights = math.fsum(s.weight for s in graded)
+            done = [s for s in graded if s.id in ep.subtasks
                     and not math.isnan(ep.subtasks[s.id])]
             completion.append(math.fsum(s.weight for s in done) / weights)
             per_norm: dict[str, float | None] = {}
@@ -158,7 +165,7 @@ def task_rates(solver: str, info: TaskInfo, episodes: list[Episode]) -> TaskRate
                 per_rb[s.id] = rebench(value, s.baseline, s.reference)
                 if per_norm[s.id] is not None:
                     sub_norm[s.id].append(per_norm[s.id])  # type: ignore[arg-type]
-            n, r = _combine(per_norm, info.subtasks), _combine(per_rb, info.subtasks)
+            n, r = _combine(per_norm, graded), _combine(per_rb, graded)
         else:
             completion.append(1.0 if last is not None else 0.0)
             n = normalized(last, info.reference, info.direction)

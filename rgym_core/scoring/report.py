@@ -71,7 +71,8 @@ def tables(report: ScoreReport) -> list[Table]:
     by_key = {(s.task, s.solver): s for s in report.summaries}
     for t in tasks:
         arrow = report.tasks[t].direction[:3]
-        _task_row(scores, f"{t} ({arrow})")
+        kind = report.tasks[t].baseline_kind
+        _task_row(scores, f"{t} ({arrow})" + (f"  baseline: {kind}" if kind else ""))
         solvers = sorted(p.solvers, key=lambda s: (s != report.baseline, s))
         if report.summaries:  # no row of dashes for a solver without a run on this task
             solvers = [x for x in solvers if (t, x) in by_key
@@ -143,13 +144,24 @@ def tables(report: ScoreReport) -> list[Table]:
                          ("done", "best", "norm@k"),
                          caption="done: share of runs that completed the sub-task; best: its "
                                  "best value over runs; norm@k: best value vs the sub-task's "
-                                 "reference (1 = reference). * = primary sub-task.")
+                                 "reference (1 = reference). * = primary sub-task. not graded: "
+                                 "declared by the original, not graded by rgym; completion and "
+                                 "the means are over the graded ones.")
             for x in subs:
                 info = report.tasks.get(x.task)
-                _task_row(sub, f"{x.task} / {x.solver}")
+                graded_text = ""
+                if info and any(not s.graded for s in info.subtasks):
+                    graded_text = (f" ({sum(s.graded for s in info.subtasks)} of "
+                                   f"{len(info.subtasks)} sub-tasks graded)")
+                _task_row(sub, f"{x.task} / {x.solver}{graded_text}")
                 order = [s.id for s in info.subtasks] if info else list(x.subtask_completion)
                 primary = {s.id for s in info.subtasks if s.primary} if info else set()
+                ungraded = {s.id for s in info.subtasks if not s.graded} if info else set()
                 for i, sid in enumerate(order):
+                    if sid in ungraded:
+                        sub.add_row(f"  {escape(sid)}", "not graded", "-", "-",
+                                    end_section=i == len(order) - 1)
+                        continue
                     sub.add_row(f"  {escape(sid)}{' *' if sid in primary else ''}",
                                 _pct(x.subtask_completion.get(sid)), _fmt(x.subtask_best.get(sid)),
                                 _fmt(x.subtask_normalized_at_k.get(sid)),

@@ -19,13 +19,20 @@
 """
 
 from rgym_core.testing.cli import run_cli, run_json
-from rgym_core.testing.grading import EvalFolder, GraderRun, as_task, grade, write_files
+from rgym_core.testing.grading import (
+           TEST_SECRET,
+           EvalFolder,
+           GraderRun,
+           as_task,
+           grade,
+           write_files,
+)
 from rgym_core.testing.http import LoopbackServer, RecordedRequest, Reply, json_reply, sse
 from rgym_core.testing.inprocess import ScriptAgent, SpecsPlugin
 from rgym_core.testing.plugins import install_dataset_plugin
 from rgym_core.testing.prerequisites import in_ci, skip_or_fail
 
-__all__ = ["EvalFolder", "GraderRun", "LoopbackServer", "RecordedRequest", "Reply", "ScriptAgent",
+__all__ = ["TEST_SECRET", "EvalFolder", "GraderRun", "LoopbackServer", "RecordedRequest", "Reply", "ScriptAgent",
            "SpecsPlugin", "as_task", "grade",
            "in_ci", "install_dataset_plugin", "json_reply", "run_cli", "run_json", "skip_or_fail", "sse",
            "write_files"]

@@ -41,6 +41,11 @@ from rgym_core.packs import load_task
 from rgym_core.records import ScoreRecord
 from rgym_core.specs import PreparedDataset, TaskSpec
 
+#: The grader secret of the evaluation folders :class:`EvalFolder` lays out: random for
+#: each test process, so a test of a baseline sees formulas, opponents or evaluation
+#: seeds it was not measured on.
+TEST_SECRET = os.urandom(32)
+
 #: What a file of a submission may be given as: its text, its bytes, or a host file to copy.
 FileContent = str | bytes | Path
 Files = Mapping[str, FileContent]
@@ -109,10 +114,13 @@ class EvalFolder:
                data: Mapping[str, Files | Path] | None = None,
                private: Mapping[str, Files | Path] | None = None, entry: str = "evaluate.py",
                includes: Mapping[str, Path] | None = None,
-               env: Mapping[str, str] | None = None) -> EvalFolder:
+               env: Mapping[str, str] | None = None,
+               secret: bytes | None = None) -> EvalFolder:
         """Lay out ``root`` (created): ``submission/`` from ``submission``, ``grader/``
         from the folder ``grader`` (plus ``includes``: name -> host path) and the
-        grader kit, ``data/<mount>`` and ``private/<mount>`` from folders or files."""
+        grader kit, ``data/<mount>`` and ``private/<mount>`` from folders or files, and
+        the grader secret (``secret``, default :data:`TEST_SECRET`: new for each test
+        process, so hidden seeds differ from run to run as between machines)."""
         root = Path(root)
         root.mkdir(parents=True, exist_ok=True)
         (root / gp.SUBMISSION_DIR).mkdir(exist_ok=True)
@@ -130,6 +138,7 @@ class EvalFolder:
                 else:
                     target.mkdir(parents=True, exist_ok=True)
                     write_files(target, content)
+        (root / gp.PRIVATE_DIR / gp.SECRET_FILE).write_text((secret or TEST_SECRET).hex() + "\n")
         (root / gp.HOME_DIR).mkdir(exist_ok=True)
         return cls(root=root, entry=entry, env=dict(env or {}))
 
@@ -201,7 +210,7 @@ class _FolderWorkspace:
 
     def export_workspace(self, dest: Path, *, exclude: Sequence[str] = (),
                          include: Sequence[str] | None = None, quota_bytes: int | None = None) -> None:
-        from rgym_core.grading import glob_match
+        from rgym_core.globs import glob_match
 
         def ignore(folder: str, names: list[str]) -> list[str]:
             out = []

@@ -169,9 +169,12 @@ def evil_run(env: ChildEnv, runs: Path, *extra: str, token: str, probe: str, tas
             os.setresgid(as_uid, as_uid, as_uid)
             os.setresuid(as_uid, as_uid, as_uid)
 
+    cache = environment.get("RGYM_CACHE_DIR") or str(Path(environment.get("HOME") or Path.home())
+                                                       / ".cache" / "rgym")
     done = subprocess.run(
         [str(env.python), "-m", "rgym_core.cli", "run", task, "--agent", "evil",
          "--agent-option", f"token={token}", "--agent-option", f"probe={probe}",
+         "--agent-option", f"secret={cache}/grader-secret",
          "--runs-dir", str(runs), "--json", *extra],
         capture_output=True, text=True, env=environment, cwd=str(home or runs), timeout=240,
         preexec_fn=preexec)
@@ -205,6 +208,7 @@ def test_in_process_the_scaffold_is_trusted_code_and_forges_its_score(evil_env: 
         assert found["api_key"] == KEY
         assert found["network"] == {"ok": "connected"}
         assert found["user_namespace"] == {"ok": "0"}  # unshare -Ur: uid 0 in a namespace of its own
+        assert "ok" in found["grader_secret"]  # in-process scaffolds are trusted code (warned)
         assert "ok" in found["run_dir"]
         assert token_processes(token), "the detached process should still run (nothing contains it)"
     finally:
@@ -225,6 +229,7 @@ def assert_contained(result: dict[str, Any], records: list[dict[str, Any]], toke
     assert "error" in found["run_dir"] and "error" in found["workspace"]
     assert "error" in found["network"]
     assert "Operation not permitted" in found["user_namespace"]["error"]  # seccomp: no userns
+    assert "no grader secret readable" in found["grader_secret"]["error"], found["grader_secret"]
     assert found["uid"] != 0
     run_dir = Path(result["run_dir"])
     assert not (run_dir.parent / "evil-was-here.txt").exists()

@@ -17,7 +17,6 @@ import json
 import re
 import shutil
 import subprocess
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,10 +83,14 @@ def inspect_logs(env: ChildEnv, runs: Path, tmp_path: Path) -> list[tuple[dict[s
     out = tmp_path / "logs"
     done = rgym(env, "export", "inspect", str(runs), "-o", str(out), "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
+    from inspect_ai.log import read_eval_log  # Inspect's own reader (its logs may be zstd)
+
     logs = []
     for item in json.loads(done.stdout):
-        with zipfile.ZipFile(item["log"]) as zf:
-            logs.append((json.loads(zf.read("header.json")), json.loads(zf.read("samples/1_epoch_1.json"))))
+        log = read_eval_log(item["log"])
+        header = log.model_dump(mode="json", exclude={"samples"})
+        (sample,) = [x for x in log.samples or [] if x.epoch == item["epoch"]]
+        logs.append((header, sample.model_dump(mode="json")))
     return logs
 
 

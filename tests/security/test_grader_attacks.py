@@ -287,6 +287,36 @@ solver.DPLL.solve = solve
 '''
 
 
+def moms_decisions() -> float:
+    """What the MOMS heuristic's ``Decisions`` must be on this machine: its count on the
+    formulas the grader draws from the task's grader secret, scaled by the starter's,
+    counted here in-process with the pack's solver and generator."""
+    import hashlib
+    import random
+
+    from rgym_task_sat import generate
+
+    from rgym_core.grader_secret import task_secret
+
+    gen = generate.generator()
+    solver = sys.modules["reference_solver"]
+    secret = hashlib.sha256(task_secret("mlgym/3sat").key + b"\0instances").digest()
+    scope: dict[str, Any] = {}
+    exec(moms_heuristic(), scope)  # noqa: S102 - the pack's own scripted heuristic
+    starter: dict[str, Any] = {}
+    exec((SAT / "starter" / "heuristic.py").read_text(), starter)  # noqa: S102
+    counts = []
+    for heuristic in (scope["heuristic_fn"], starter["heuristic_fn"]):
+        total = 0
+        for instance in gen.evaluation_set(secret)["instances"]:
+            random.seed(0)
+            run = solver.DPLL(instance["clauses"], heuristic)
+            run.solve()
+            total += run.num_decisions
+        counts.append(total)
+    return round(counts[0] / counts[1] * 6254, 1)
+
+
 def attack_fake_decisions(tmp: Path, token: str, **kw: Any) -> ScoreRecord:
     """3-SAT: look for the labels; report zero decisions."""
     return grade(SAT, tmp, {"heuristic.py": LABEL_THIEF + moms_heuristic()}, **kw)
@@ -413,7 +443,7 @@ def test_a_heuristic_can_neither_see_labels_nor_report_its_own_count(tmp_path: P
     honest = attack_fake_decisions(tmp_path / "a", token)
     assert honest.valid, honest.error
     # the MOMS heuristic's real count on the 64 formulas, whatever the worker said
-    assert honest.scores["Decisions"] == 826
+    assert honest.scores["Decisions"] == moms_decisions()
     assert honest.scores["Time"] > 0
 
 

@@ -24,6 +24,7 @@ from test_grader_attacks import (  # noqa: E402
     attack_snoop_grader,
     attack_worker,
     confined,
+    moms_decisions,
 )
 
 from rgym_core import grader_protocol as gp  # noqa: E402
@@ -80,7 +81,7 @@ def test_docker_heuristic_cannot_see_labels_nor_report_its_own_count(
         tmp_path: Path, token: str, docker_box) -> None:  # type: ignore[no-untyped-def]
     record = attack_fake_decisions(tmp_path, token, sandbox=docker_box)
     assert record.valid, record.error
-    assert record.scores["Decisions"] == 826
+    assert record.scores["Decisions"] == moms_decisions()
 
 
 @pytest.mark.parametrize("kind", ["fork_bomb", "memory", "detached", "kill_all"])

@@ -4,7 +4,7 @@ The agent module is imported on first use (fast ``rgym`` start-up)."""
 
 from typing import TYPE_CHECKING
 
-from rgym_core.lazy import lazy_exports
+from rgym_core import lazy_exports
 
 _EXPORTS = {"BaselineAgent": "rgym_agent_baseline.agent"}
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

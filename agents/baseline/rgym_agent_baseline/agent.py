@@ -9,8 +9,7 @@ and ``--agent-option validate=true`` validates before submitting.
 
 from __future__ import annotations
 
-from rgym_core.agents import AgentConfig, TaskContext
-from rgym_core.records import Action, Observation
+from rgym_core import Action, AgentConfig, Observation, TaskContext
 
 
 def _flag(value: object) -> bool:

@@ -5,7 +5,7 @@ The agent module (and the model client it brings) is imported on first use, so t
 
 from typing import TYPE_CHECKING
 
-from rgym_core.lazy import lazy_exports
+from rgym_core import lazy_exports
 
 _EXPORTS = {"ReactAgent": "rgym_agent_react.agent", "ReactOptions": "rgym_agent_react.agent"}
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -10,7 +10,9 @@ the history); then :class:`~rgym_core.agents.AgentFormatError` ends the episode.
 Every model call is recorded on the returned action (``action.llm_calls``):
 the messages sent in a compact form (``prefix_messages`` leading messages equal
 to the previous call's, whose SHA-256 is ``prefix_sha256``, then the new
-``messages`` in full), the reply, its tool calls, tokens, cost and latency.
+``messages`` in full), the reply, its tool calls, tokens, cost and latency, and
+for a call that needed retries its ``attempts`` and each failed attempt
+(``retries``: status, error, wait).
 """
 
 from __future__ import annotations
@@ -33,16 +35,23 @@ from rgym_agent_react.prompts import (
     status_block,
     task_message,
 )
-from rgym_core.aci.commands import CommandFormatError, parse_action, render_tool_docs
-from rgym_core.agents import (
+from rgym_core import (
+    Action,
     AgentConfig,
     AgentFormatError,
     BudgetExceeded,
+    CommandFormatError,
     EpisodeStatus,
+    ModelClient,
+    ModelFactory,
+    ModelResponse,
+    Observation,
     TaskContext,
+    Usage,
+    create_model_client,
+    parse_action,
+    render_tool_docs,
 )
-from rgym_core.models import ModelClient, ModelResponse, create_model_client
-from rgym_core.records import Action, Observation, Usage
 
 
 def _mode(value: Any) -> str:
@@ -53,11 +62,24 @@ def _mode(value: Any) -> str:
 
 
 def _opt_float(value: Any) -> float | None:
-    return None if value in (None, "") else float(value)
+    return None if value in (None, "") or str(value).lower() == "none" else float(value)
 
 
 def _opt_int(value: Any) -> int | None:
     return None if value in (None, "") else int(value)
+
+
+def _on_off(value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text in ("1", "true", "on", "yes"):
+        return True
+    if text in ("0", "false", "off", "no", "none"):
+        return False
+    raise ValueError(f"status must be 'on' or 'off', got {value!r}")
+
+
+def _with(text: str, status: str) -> str:
+    return f"{text}\n{status}" if status else text
 
 
 @define
@@ -70,6 +92,13 @@ class ReactOptions:
     max_requeries: int = field(default=3, converter=int)
     max_tokens: int | None = field(default=None, converter=_opt_int)
     temperature: float | None = field(default=None, converter=_opt_float)
+    #: The agent's own spending limit in USD (MLGym's ``per_instance_cost_limit``):
+    #: the model call that reaches it ends the episode, its reply unused, as in MLGym
+    #: (``none``: no limit of the agent's; the run's ``--cost-limit`` applies either way).
+    cost_limit: float | None = field(default=None, converter=_opt_float)
+    #: The budget status after every observation (steps, time and cost left, jobs, memory;
+    #: ``status=off`` leaves it out of the conversation).
+    status: bool = field(default=True, converter=_on_off)
 
     @classmethod
     def split(cls, options: dict[str, Any]) -> tuple[ReactOptions, dict[str, Any]]:
@@ -84,6 +113,10 @@ class ReactOptions:
 #: MLGym's benchmark settings, the defaults under a task's ``mlgym`` profile (each one
 #: overridable with ``--agent-option temperature=...`` / ``top_p=...``).
 MLGYM_GENERATION = {"temperature": 0.0, "top_p": 0.95}
+#: MLGym's benchmark cost limit per task instance in USD
+#: (``scripts/experiments/mlgym_bench_v0/*.sh``: ``--per_instance_cost_limit 4.00``),
+#: the default of ``--agent-option cost_limit=...`` under a task's ``mlgym`` profile.
+MLGYM_COST_LIMIT_USD = 4.0
 
 
 class _PendingStatus:
@@ -118,6 +151,8 @@ class ReactAgent:
             if self.options.temperature is None:
                 self.options.temperature = MLGYM_GENERATION["temperature"]
             self.client_options.setdefault("top_p", MLGYM_GENERATION["top_p"])
+            if "cost_limit" not in config.options:
+                self.options.cost_limit = MLGYM_COST_LIMIT_USD
         self.client = client
         self.context: TaskContext | None = None
         self.history = History(keep=self.options.history)
@@ -130,8 +165,13 @@ class ReactAgent:
         self._started = False
         if self.client is None and config.model:
             # Built now, so an unknown provider or a missing key stops the run before it starts.
-            self.client = create_model_client(config.model, base_url=config.base_url,
-                                              **self.client_options)
+            self.client = self._model_factory()(config.model, base_url=config.base_url,
+                                                **self.client_options)
+
+    def _model_factory(self) -> ModelFactory:
+        """The run's factory (its registry, the one ``--plugins`` chose), or outside a
+        run the public :func:`rgym_core.create_model_client`."""
+        return self.config.create_model_client or create_model_client
 
     # -- the agent protocol --------------------------------------------------------
     def start(self, context: TaskContext) -> None:
@@ -140,8 +180,8 @@ class ReactAgent:
             if not self.config.model:
                 raise ValueError("the react agent needs a model: --model provider/name "
                                  "(e.g. openai-compatible/qwen2.5-7b with --base-url http://HOST:PORT/v1)")
-            self.client = create_model_client(self.config.model, base_url=self.config.base_url,
-                                              **self.client_options)
+            self.client = self._model_factory()(self.config.model, base_url=self.config.base_url,
+                                                **self.client_options)
         if self.options.mode == "tools":
             self.system = SYSTEM_TOOLS
             self.tools = [schema.to_openai() for schema in context.tools]
@@ -150,19 +190,23 @@ class ReactAgent:
 
     def act(self, observation: Observation) -> Action:
         assert self.context is not None and self.client is not None, "start() was not called"
-        status = status_block(self.context.status.snapshot())
+        snapshot = self.context.status.snapshot()
+        if snapshot.get("cost_limit_usd") is None and self.options.cost_limit is not None:
+            snapshot["cost_limit_usd"] = self.options.cost_limit
+        status = status_block(snapshot) if self.options.status else ""
         text = observation_text(observation.output, error=observation.error,
                                 exit_code=observation.exit_code, truncated=observation.truncated)
         if self._note:
             text, self._note = f"{self._note}\n{text}", None
         if not self._started:
             self._started = True
-            self.history.add({"role": "user", "content": f"{task_message(self.context, text)}\n{status}"})
+            self.history.add({"role": "user",
+                              "content": _with(task_message(self.context, text), status)})
         elif self._pending_call_id is not None:
             self.history.add({"role": "tool", "tool_call_id": self._pending_call_id,
-                              "content": f"{text}\n{status}"}, observation=True)
+                              "content": _with(text, status)}, observation=True)
         else:
-            self.history.add({"role": "user", "content": f"{text}\n{status}"}, observation=True)
+            self.history.add({"role": "user", "content": _with(text, status)}, observation=True)
         self._pending_call_id = None
         return self._query()
 
@@ -195,6 +239,7 @@ class ReactAgent:
             usage.add(response.usage)
             record = self._record(messages, response, latency, attempt)
             calls.append(record)
+            self._check_own_cost(usage, calls)
             try:
                 action, assistant = self._parse(response)
             except CommandFormatError as exc:
@@ -212,6 +257,20 @@ class ReactAgent:
         error.usage = usage  # type: ignore[attr-defined]
         error.llm_calls = calls  # type: ignore[attr-defined]
         raise error
+
+    def _check_own_cost(self, usage: Usage, calls: list[dict[str, Any]]) -> None:
+        """End the episode (``BudgetExceeded("cost")``) once the agent's own cost limit
+        is reached, counting this action's calls; checked after each call, as MLGym
+        checks its per-instance limit."""
+        limit = self.options.cost_limit
+        assert self.context is not None
+        spent = self.context.status.usage.cost_usd + usage.cost_usd
+        if limit is None or spent < limit:
+            return
+        exc = BudgetExceeded("cost", f"the agent's cost limit: spent ${spent:.4f} of ${limit:g}")
+        exc.usage = usage  # type: ignore[attr-defined]
+        exc.llm_calls = calls  # type: ignore[attr-defined]
+        raise exc
 
     def _parse(self, response: ModelResponse) -> tuple[Action, dict[str, Any]]:
         """The action and the assistant message to keep; raises CommandFormatError."""
@@ -291,5 +350,9 @@ class ReactAgent:
         })
         if response.raw.get("_usage", {}).get("estimated"):
             record["tokens_estimated"] = True
+        retries = response.raw.get("_retries")
+        if isinstance(retries, list) and retries:  # failed attempts before this answer
+            record["attempts"] = len(retries) + 1
+            record["retries"] = retries
         self._last_sent = messages
         return record

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rgym_core.hookspecs import hookimpl
+from rgym_core import hookimpl
 
 
 def _react_agent(config: Any) -> Any:
@@ -16,7 +16,7 @@ def _react_agent(config: Any) -> Any:
 
 @hookimpl
 def rgym_register_agents():  # type: ignore[no-untyped-def]
-    from rgym_core.agents import AgentSpec
+    from rgym_core import AgentSpec
 
     return [AgentSpec(name="react/react", factory=_react_agent, needs_model=True,
                       description="SWE-agent/MLGym-style ReAct loop over an LLM: text commands "

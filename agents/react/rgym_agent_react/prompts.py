@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rgym_core.agents import TaskContext
+from rgym_core import TaskContext
 
 SYSTEM_COMMON = """\
 SETTING: You are an autonomous machine-learning researcher working in a command-line \
@@ -22,7 +22,8 @@ long jobs in the background and poll them. Interactive programs (vim, nano, less
 python or bash) are not available: write scripts and run them. Indentation matters when you \
 edit or insert code.
 
-A status line after every observation shows the steps, time and money left. When little is \
+A status line after every observation shows the steps, time and money left, the open file \
+and the current directory (relative paths start there). When little is \
 left, make sure a valid submission exists and submit it; an episode that runs out of budget is \
 graded on whatever the workspace holds."""
 
@@ -72,6 +73,9 @@ def budget_text(context: TaskContext) -> str:
     parts = [f"at most {b.max_steps} actions" if b.max_steps else "no step limit",
              f"{_duration(b.time_limit_s)} of wall-clock time",
              f"{_duration(b.action_timeout_s)} per action"]
+    if b.training_timeout_s is not None:
+        parts[-1] += (f" ({_duration(b.training_timeout_s)} for a command that runs "
+                      f"{', '.join(b.training_commands)})")
     if b.cost_limit_usd is not None:
         parts.append(f"${b.cost_limit_usd:g} of model spending")
     if b.token_limit is not None:
@@ -99,12 +103,12 @@ def task_message(context: TaskContext, opening: str) -> str:
 
 
 KNOWN = {"steps_used", "steps_left", "max_steps", "elapsed_s", "time_left_s", "cost_usd",
-         "cost_limit_usd", "tokens", "token_limit"}
+         "cost_limit_usd", "tokens", "token_limit", "open_file", "working_dir"}
 
 
 def status_block(snapshot: dict[str, Any]) -> str:
-    """One or two lines: step, time, cost (and tokens) left, then resources and
-    the facts tools report (memory count...)."""
+    """Step, time, cost (and tokens) left; the open file and the shell's working
+    directory; then resources and the other facts tools report (memory count...)."""
     step = int(snapshot.get("steps_used") or 0) + 1
     max_steps = snapshot.get("max_steps")
     parts = [f"Step {step} of {max_steps}, {snapshot.get('steps_left')} left" if max_steps
@@ -119,6 +123,11 @@ def status_block(snapshot: dict[str, Any]) -> str:
     if snapshot.get("token_limit") is not None:
         parts.append(f"tokens {snapshot.get('tokens', 0):,} of {snapshot['token_limit']:,}")
     lines = ["(" + " | ".join(parts) + ")"]
+    # the viewer's and the shell's state, in MLGym's words (its next_step_template)
+    if snapshot.get("open_file"):
+        lines.append(f"(Open file: {snapshot['open_file']})")
+    if snapshot.get("working_dir"):
+        lines.append(f"(Current directory: {snapshot['working_dir']})")
     extra = {k: v for k, v in snapshot.items() if k not in KNOWN and v not in (None, "", [], {})}
     if extra:
         lines.append("(" + " | ".join(f"{k.replace('_', ' ')}: {_value(v)}" for k, v in extra.items())

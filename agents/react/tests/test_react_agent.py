@@ -9,6 +9,7 @@ from react_test_scripts import fence
 from rgym_agent_react.agent import ReactAgent
 from rgym_llm.testing import Reply
 
+from rgym_core import create_model_client
 from rgym_core.aci import builtin_tools
 from rgym_core.agents import (
     AgentConfig,
@@ -17,7 +18,6 @@ from rgym_core.agents import (
     EpisodeStatus,
     TaskContext,
 )
-from rgym_core.models import create_model_client
 from rgym_core.records import Observation
 from rgym_core.specs import Budget
 
@@ -35,7 +35,8 @@ def make_agent(server, *, provider="openai-compatible", budget=None, prices=None
         options["prices"] = str(prices)
     config = AgentConfig(model=f"{provider}/test-model", base_url=base, options=options)
     client_options = {k: v for k, v in options.items() if k not in ("mode", "history", "max_requeries",
-                                                                     "max_tokens", "temperature")}
+                                                                     "max_tokens", "temperature",
+                                                                     "status")}
     client = create_model_client(config.model, base_url=base, backoff_initial_s=0.01,
                                  api_key_env="RGYM_TEST_KEY", **client_options)
     agent = ReactAgent(config, client=client)
@@ -65,6 +66,22 @@ def test_text_mode_first_turn(server, monkeypatch):
     assert call["messages"] == request.json["messages"] and call["prefix_messages"] == 0
     assert call["response"] == action.raw
     assert call["input_tokens"] == 100 and call["output_tokens"] == 20 and call["latency_s"] >= 0
+
+
+def test_the_status_block_can_be_turned_off(server, monkeypatch):
+    """``--agent-option status=off``: no budget status in the conversation (on by default,
+    as the first-turn test shows); anything else than on/off is refused by name."""
+    monkeypatch.setenv("RGYM_TEST_KEY", "k-123456")
+    server.add(Reply(text=fence("Read it.", "ls")), Reply(text=fence("Again.", "ls")))
+    agent, _ = make_agent(server, status="off")
+    agent.act(OPENING)
+    agent.act(Observation(output="baseline.py data"))
+    for request in server.requests:
+        text = " ".join(m["content"] for m in request.json["messages"] if isinstance(m["content"], str))
+        assert "Step 1 of 30" not in text and "memory count" not in text
+    with pytest.raises(ValueError, match="status must be 'on' or 'off', got 'maybe'"):
+        ReactAgent(AgentConfig(model="openai-compatible/test-model", base_url=server.base_url,
+                               options={"status": "maybe"}))
 
 
 def test_requeries_then_format_error(server):

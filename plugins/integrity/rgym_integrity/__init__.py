@@ -16,7 +16,7 @@ Public API (imported on first use): :class:`~rgym_integrity.findings.Finding`,
 
 from typing import TYPE_CHECKING
 
-from rgym_core.lazy import lazy_exports
+from rgym_core import lazy_exports
 
 __version__ = "0.1.0"
 

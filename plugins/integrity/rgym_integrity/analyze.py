@@ -38,9 +38,7 @@ class AnalysisError(ValueError):
 def task_of_run(run_dir: Path, registry: Any = None) -> Any:
     """The run's resolved :class:`~rgym_core.specs.TaskSpec`: from ``config.json``
     (its ``task`` and ``task_root``), else from the registry by name."""
-    from rgym_core.rundir import RunDir, RunDirError
-    from rgym_core.serialization import SpecError, structure
-    from rgym_core.specs import TaskSpec
+    from rgym_core import RunDir, RunDirError, SpecError, TaskSpec, structure
 
     run = RunDir(run_dir)
     try:
@@ -63,7 +61,7 @@ def task_of_run(run_dir: Path, registry: Any = None) -> Any:
     if not name:
         raise AnalysisError(f"{run.config_path}: no task recorded")
     if registry is None:
-        from rgym_core.registry import load_registry
+        from rgym_core import load_registry
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -74,8 +72,7 @@ def task_of_run(run_dir: Path, registry: Any = None) -> Any:
 def analyze_run_dir(run_dir: Path | str, *, registry: Any = None, keep_audit: bool = True) -> IntegrityReport:
     """Run every check on a finished run directory and return the report (not written).
     A malformed trajectory is an :class:`AnalysisError` naming the folder, line and field."""
-    from rgym_core.runcheck import trajectory_problem
-    from rgym_core.rundir import RunDir, RunDirError
+    from rgym_core import RunDir, RunDirError, trajectory_problem
 
     run_dir = Path(run_dir)
     run = RunDir(run_dir)
@@ -188,7 +185,7 @@ def gradings_of(run: Any) -> tuple[list[Any], list[Any], str | None]:
     """A run directory's gradings: the result's (``result.json``, else the
     trajectory's), every grading the trajectory recorded (also those a regrade
     replaced), and a limits line when there is no ``result.json``."""
-    from rgym_core.rundir import RunDirError
+    from rgym_core import RunDirError
 
     try:
         history = list(run.scores())
@@ -205,7 +202,7 @@ def refresh_snapshot_findings(run_dir: Path | str, report: IntegrityReport) -> b
     check) and put the answer in ``report`` in place of its earlier snapshot findings:
     an ``integrity.json`` written before an archive was replaced must not vouch for it.
     Returns True when the findings changed."""
-    from rgym_core.rundir import RunDir
+    from rgym_core import RunDir
     from rgym_integrity.checks import snapshot
     from rgym_integrity.findings import Kind
     from rgym_integrity.policy import IntegrityPolicy
@@ -245,10 +242,10 @@ def starter_datasets(task: Any, config: Any, registry: Any = None) -> tuple[dict
     try:
         import attrs
 
-        from rgym_core.runner import RunConfig, resolve_datasets
+        from rgym_core import RunConfig, resolve_datasets
 
         if registry is None:
-            from rgym_core.registry import load_registry
+            from rgym_core import load_registry
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -60,8 +60,7 @@ class AuditContext:
 
 def load_context(run_dir: Path, report: IntegrityReport) -> AuditContext:
     """Read the run's result, trajectory and final workspace for the auditor."""
-    from rgym_core.runcheck import record_problem
-    from rgym_core.rundir import RunDir, RunDirError
+    from rgym_core import RunDir, RunDirError, record_problem
     from rgym_integrity.workspace import read_archive
 
     run = RunDir(run_dir)
@@ -137,7 +136,7 @@ def opening_message(ctx: AuditContext) -> str:
 
 
 def _tool_schemas() -> list[dict[str, Any]]:
-    from rgym_core.tools import ToolArg, ToolSchema
+    from rgym_core import ToolArg, ToolSchema
 
     schemas = [
         ToolSchema(name="read_steps", description="Read steps of the trajectory: each step's action "
@@ -246,8 +245,7 @@ def audit_run(run_dir: Path, report: IntegrityReport, client: Any, *, model: str
               budget: AuditBudget | None = None) -> dict[str, Any]:
     """Ask ``client`` (an LLM plugin model client) for a verdict on the run; returns
     the audit record (also what ``integrity.json``'s ``audit`` holds)."""
-    from rgym_core.agents import BudgetExceeded, EpisodeStatus
-    from rgym_core.specs import Budget
+    from rgym_core import Budget, BudgetExceeded, EpisodeStatus
 
     budget = budget or AuditBudget()
     status = EpisodeStatus(budget=Budget(max_steps=None, time_limit_s=None,

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from rgym_core.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, get_registry
+from rgym_core import EXIT_FAILED, EXIT_OK, EXIT_USAGE, get_registry
 
 
 @click.command("audit")
@@ -55,7 +55,7 @@ def audit(ctx: click.Context, run_dirs: tuple[Path, ...], model: str | None, bas
     and records PASS, SUSPICIOUS or NEEDS_REVIEW with its reasons in
     integrity.json (and result.json).
     """
-    from rgym_core.rundir import RunDirError, iter_run_dirs
+    from rgym_core import RunDirError, iter_run_dirs
     from rgym_integrity.analyze import AnalysisError, analyze_run_dir, refresh_snapshot_findings
     from rgym_integrity.findings import ReportError, read_report, write_report
 
@@ -123,8 +123,7 @@ def _quiet_registry(ctx: click.Context) -> Any:
 
 def _client(ctx: click.Context, model: str, base_url: str | None, cost_limit: float,
             token_limit: int | None) -> Any:
-    from rgym_core.models import ModelRequirements, check_model_client, create_model_client
-    from rgym_core.registry import RegistryError
+    from rgym_core import ModelRequirements, RegistryError, check_model_client, create_model_client
 
     try:
         client = create_model_client(model, base_url=base_url, registry=get_registry(ctx))
@@ -140,7 +139,7 @@ def _client(ctx: click.Context, model: str, base_url: str | None, cost_limit: fl
 
 def _update_result(run_dir: Path, report: Any) -> None:
     """Keep result.json's summary in step with integrity.json."""
-    from rgym_core.rundir import RunDir, RunDirError, write_result
+    from rgym_core import RunDir, RunDirError, write_result
     from rgym_integrity.findings import EXTRAS_KEY
 
     run = RunDir(run_dir)

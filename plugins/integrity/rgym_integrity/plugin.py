@@ -74,7 +74,7 @@ def rgym_run_graded(run_dir: Path, result: Any) -> None:
 
 @hookimpl
 def rgym_cli_commands() -> list[Any]:
-    from rgym_core.cli import lazy_command
+    from rgym_core import lazy_command
 
     return [lazy_command("audit", "rgym_integrity.cli:audit",
                          "Check run directories for forged, leaked or reused results.")]

@@ -29,7 +29,6 @@ Defaults (used in addition to what a task declares):
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -38,6 +37,7 @@ from typing import Any
 
 from attrs import define, field
 
+from rgym_core import glob_match as core_match
 from rgym_integrity.numbers import _words
 
 TEXT_EXTENSIONS = frozenset({".txt", ".md", ".json", ".jsonl", ".csv", ".tsv", ".yaml", ".yml", ".log",
@@ -99,13 +99,6 @@ def default_bounds(metric: str, scores: Iterable[float]) -> tuple[float | None, 
     if words & NON_NEGATIVE_METRICS:
         return 0.0, None
     return None, None
-
-
-def core_match(rel: str, pattern: str) -> bool:
-    """fnmatch where a leading ``**/`` also matches no folder (as the grader's globs)."""
-    if fnmatch.fnmatchcase(rel, pattern):
-        return True
-    return pattern.startswith("**/") and core_match(rel, pattern[3:])
 
 
 def glob_match(path: str, pattern: str) -> bool:
@@ -218,7 +211,7 @@ def starter_folders_of(task: Any, datasets: Mapping[str, Any] | None = None) -> 
              else [(task.starter_files, task.path(task.starter_files))])
     fallback = [folder for _, folder in paths if folder is not None and folder.is_dir()]
     try:
-        from rgym_core.datasets import starter_folders
+        from rgym_core import starter_folders
     except ImportError:  # a core without dataset starters
         return fallback, None
     try:
@@ -298,7 +291,7 @@ _GENERIC_NAMES = frozenset({"evaluate.py", "__init__.py", "README.md", "readme.m
 
 
 def _leakage(task: Any) -> tuple[Any, str | None]:
-    from rgym_core.leakage import KNOWN_KEYS, LeakageConfigError, LeakagePolicy, task_policy
+    from rgym_core import KNOWN_KEYS, LeakageConfigError, LeakagePolicy, task_policy
 
     config = dict(getattr(task, "tool_config", {}) or {})
     try:

@@ -88,7 +88,7 @@ def test_audit_through_the_command_line(forged, prices, api, tmp_path):
 
 
 def _client(server: FakeLLMServer):
-    from rgym_core.models import create_model_client
+    from rgym_core import create_model_client
 
     return create_model_client("openai-compatible/auditor", base_url=server.base_url)
 

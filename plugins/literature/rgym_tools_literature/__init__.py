@@ -3,7 +3,7 @@ retries, an on-disk cache and task leakage control.  Names are imported on first
 
 from typing import TYPE_CHECKING
 
-from rgym_core.lazy import lazy_exports
+from rgym_core import lazy_exports
 
 _EXPORTS = {
     "LeakageConfigError": "rgym_core.leakage",
@@ -23,7 +23,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from rgym_core.http import RequestFailed, RetryPolicy, call_with_retries
-    from rgym_core.leakage import LeakageConfigError, LeakagePolicy
+    from rgym_core import (
+        LeakageConfigError,
+        LeakagePolicy,
+        RequestFailed,
+        RetryPolicy,
+        call_with_retries,
+    )
     from rgym_tools_literature.client import Paper, SearchResult, SemanticScholarClient
     from rgym_tools_literature.tool import LiteratureSearchTool

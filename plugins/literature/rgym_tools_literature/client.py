@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from attrs import define, field
 
-from rgym_core.http import RetryPolicy, call_with_retries, check_status
+from rgym_core import RetryPolicy, call_with_retries, check_status
 
 DEFAULT_BASE_URL = "https://api.semanticscholar.org"
 SEARCH_PATH = "/graph/v1/paper/search"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from rgym_core.leakage import (
+from rgym_core import (
     KNOWN_KEYS,
     LeakageConfigError,
     LeakagePolicy,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rgym_core.hookspecs import hookimpl
+from rgym_core import hookimpl
 
 if TYPE_CHECKING:
-    from rgym_core.tools import Tool
+    from rgym_core import Tool
 
 
 @hookimpl

@@ -14,9 +14,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rgym_core.http import RequestFailed, RetryPolicy
-from rgym_core.leakage import LeakageConfigError, LeakagePolicy, task_policy
-from rgym_core.tools import Tool, ToolArg, ToolContext, ToolError, ToolResult, ToolSchema
+from rgym_core import (
+    LeakageConfigError,
+    LeakagePolicy,
+    RequestFailed,
+    RetryPolicy,
+    Tool,
+    ToolArg,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    ToolSchema,
+    task_policy,
+)
 from rgym_tools_literature.cache import SearchCache, default_cache_dir, ttl_from_env
 from rgym_tools_literature.client import (
     MAX_PAGE_SIZE,

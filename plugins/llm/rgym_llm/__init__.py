@@ -4,7 +4,7 @@ a cost limit checked before every call.  Names are imported on first use."""
 
 from typing import TYPE_CHECKING
 
-from rgym_core.lazy import lazy_exports
+from rgym_core import lazy_exports
 
 _EXPORTS = {
     "AnthropicClient": "rgym_llm.anthropic_messages",

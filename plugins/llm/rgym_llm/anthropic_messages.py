@@ -12,8 +12,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from rgym_core.models import ModelResponse, ToolCall
-from rgym_core.records import Usage
+from rgym_core import ModelResponse, ToolCall, Usage
 from rgym_llm.client import ChatClient
 from rgym_llm.errors import ModelResponseError, ModelServerError
 from rgym_llm.sse import iter_sse

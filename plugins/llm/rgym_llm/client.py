@@ -24,14 +24,14 @@ import attrs
 import httpx
 from attrs import define, field
 
-from rgym_core.http import (
+from rgym_core import (
+    ModelResponse,
     RequestFailed,
     RetryPolicy,
     call_with_retries,
     is_retryable_status,
     retry_after_seconds,
 )
-from rgym_core.models import ModelResponse
 from rgym_llm.errors import (
     ModelAPIError,
     ModelAuthError,
@@ -44,10 +44,10 @@ from rgym_llm.errors import (
     ModelTimeoutError,
 )
 from rgym_llm.keys import Secret, find_key, redact
-from rgym_llm.prices import Price, PriceTable, warn_unpriced
+from rgym_llm.prices import Price, PriceTable, unpriced_message, warn_unpriced
 
 if TYPE_CHECKING:
-    from rgym_core.agents import EpisodeStatus
+    from rgym_core import EpisodeStatus
 
 
 def _to_bool(value: Any) -> bool:
@@ -199,7 +199,7 @@ class ChatClient:
     # -- public -------------------------------------------------------------------
     @property
     def price(self) -> Price | None:
-        return self.prices.lookup(self.model)
+        return self.prices.lookup(self.model, self.provider)
 
     def check(self, requirements: Any) -> None:
         """Check, before an episode starts, that this client can serve it
@@ -207,15 +207,12 @@ class ChatClient:
         and with ``probe`` one ``GET`` of the model list must reach the server and
         not be refused for the key.  Raises
         :class:`~rgym_core.models.ModelCheckError` with the fix."""
-        from rgym_core.models import ModelCheckError
+        from rgym_core import ModelCheckError
 
         name = f"{self.provider}/{self.model}"
         limit = getattr(requirements, "cost_limit_usd", None)
         if limit is not None and self.price is None:
-            raise ModelCheckError(
-                f"{name}: no price for this model, so the ${limit:g} cost limit cannot be enforced; "
-                f"add it to a prices file (YAML: '{self.model}: {{input: USD/Mtok, output: USD/Mtok}}', "
-                "0 for a free local model) and set RGYM_PRICES=PATH, or drop --cost-limit")
+            raise ModelCheckError(unpriced_message(name, self.model, limit))
         if not getattr(requirements, "probe", True):
             return
         url = self._models_url()
@@ -259,10 +256,8 @@ class ChatClient:
         if price is None:
             limit = getattr(getattr(status, "budget", None), "cost_limit_usd", None)
             if limit is not None:
-                raise ModelConfigError(
-                    f"{self.provider}: no price for model '{self.model}', so the ${limit:g} cost "
-                    f"limit cannot be enforced; add '{self.model}: {{input: USD/Mtok, output: "
-                    "USD/Mtok}' to a YAML file and set RGYM_PRICES=PATH (0 for a free local model)")
+                raise ModelConfigError(unpriced_message(f"{self.provider}/{self.model}", self.model,
+                                                        limit))
             warn_unpriced(self.provider, self.model)
         if status is not None:
             estimate_usd, estimate_tok = self.estimate_cost(messages, tools, max_tokens)
@@ -358,7 +353,26 @@ class ChatClient:
                                        provider=self.provider, retryable=True) from None
 
     def _post_with_retries(self, payload: dict[str, Any], stream: bool) -> ModelResponse:
+        """Send with the retry policy; a response that needed retries carries them in
+        ``raw["_retries"]`` (per failed attempt: ``attempt``, ``status``, ``error``,
+        ``message``, ``wait_s``, ``retry_after_s``) and their number in ``usage.retries``."""
         malformed = 0
+        failures: list[dict[str, Any]] = []
+        attempt = 0
+
+        def send() -> ModelResponse:
+            nonlocal attempt
+            attempt += 1
+            try:
+                return self._send_once(payload, stream)
+            except ModelAPIError as exc:
+                failures.append(_failure_record(attempt, exc))
+                raise
+
+        def sleep(seconds: float) -> None:
+            if failures:
+                failures[-1]["wait_s"] = round(float(seconds), 3)
+            self._sleep(seconds)
 
         def retryable(exc: BaseException) -> bool:
             nonlocal malformed
@@ -371,9 +385,8 @@ class ChatClient:
 
         try:
             response, _ = call_with_retries(
-                lambda: self._send_once(payload, stream), self.retry_policy,
-                service=self.provider, retryable=retryable,
-                retry_after=lambda exc: getattr(exc, "retry_after", None), sleep=self._sleep)
+                send, self.retry_policy, service=self.provider, retryable=retryable,
+                retry_after=lambda exc: getattr(exc, "retry_after", None), sleep=sleep)
         except RequestFailed as failed:
             exc = failed.last_error
             assert isinstance(exc, ModelAPIError)
@@ -384,8 +397,28 @@ class ChatClient:
             final = type(exc)(str(exc) + note + ")", provider=exc.provider, status=exc.status,
                               retryable=exc.retryable, retry_after=exc.retry_after)
             final.attempts = failed.attempts
+            final.retries = failures[:-1]  # the last is this error
             raise final from None
+        if failures:
+            response.raw["_retries"] = failures
+            response.usage.retries = len(failures)
         return response
+
+
+_FAILURE_KINDS = ((ModelRateLimitError, "rate_limited"), (ModelServerError, "server_error"),
+                  (ModelTimeoutError, "timeout"), (ModelConnectionError, "connection"),
+                  (ModelResponseError, "bad_response"))
+
+
+def _failure_record(attempt: int, exc: ModelAPIError) -> dict[str, Any]:
+    """One failed attempt as the trajectory keeps it (``wait_s`` is added once the
+    wait before the next attempt is known)."""
+    kind = next((name for cls, name in _FAILURE_KINDS if isinstance(exc, cls)), "error")
+    record: dict[str, Any] = {"attempt": attempt, "status": exc.status, "error": kind,
+                              "message": str(exc)[:300]}
+    if exc.retry_after is not None:
+        record["retry_after_s"] = exc.retry_after
+    return record
 
 
 def _listed_models(response: httpx.Response) -> list[str]:

@@ -3,6 +3,8 @@ what happened and what to do."""
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ModelError(RuntimeError):
     """Base class of every model-client error."""
@@ -25,6 +27,8 @@ class ModelAPIError(ModelError):
         self.retryable = retryable
         self.retry_after = retry_after
         self.attempts = 1
+        #: The failed attempts before this one that were retried (as ``raw["_retries"]``).
+        self.retries: list[dict[str, Any]] = []
 
     def __repr__(self) -> str:  # the message is already redacted
         return f"{type(self).__name__}({str(self)!r}, status={self.status})"

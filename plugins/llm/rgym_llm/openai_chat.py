@@ -13,8 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from rgym_core.models import ModelResponse, ToolCall
-from rgym_core.records import Usage
+from rgym_core import ModelResponse, ToolCall, Usage
 from rgym_llm.client import ChatClient
 from rgym_llm.errors import ModelResponseError, ModelServerError
 from rgym_llm.sse import iter_sse

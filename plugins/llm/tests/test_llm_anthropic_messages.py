@@ -83,7 +83,7 @@ def test_auth_error_is_clear(server, make_client):
 
 
 def test_missing_key_fails_before_any_request(monkeypatch, tmp_path):
-    from rgym_core.models import create_model_client
+    from rgym_core import create_model_client
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.chdir(tmp_path)

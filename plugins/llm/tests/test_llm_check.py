@@ -23,7 +23,8 @@ def test_a_reachable_server_that_accepts_the_key_passes(server: FakeLLMServer, m
 
 def test_cost_limit_on_an_unpriced_model_names_the_fix(make_client) -> None:  # type: ignore[no-untyped-def]
     client = make_client("openai", model="not-in-any-price-table")
-    with pytest.raises(ModelCheckError, match="no price for this model.*RGYM_PRICES"):
+    with pytest.raises(ModelCheckError, match="no price known for model 'not-in-any-price-table'"
+                                              ".*--price not-in-any-price-table=IN,OUT.*RGYM_PRICES"):
         client.check(ModelRequirements(cost_limit_usd=2.0, probe=False))
     client.check(ModelRequirements(cost_limit_usd=None, probe=False))  # no limit: fine
 

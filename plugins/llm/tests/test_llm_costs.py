@@ -112,3 +112,72 @@ def test_prices_option(server, tmp_path):
     client = OpenAIChatClient("house-model", provider="openai-compatible", base_url=server.base_url,
                               options=ClientOptions(prices=str(path)))
     assert client.complete(MESSAGES).usage.cost_usd == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("model", "provider", "expected"), [
+    ("o1", "openai", (15.0, 60.0)),
+    ("claude-3-5-sonnet-20241022", "anthropic", (3.0, 15.0)),  # dated snapshot
+    ("claude-3-5-sonnet-latest", "anthropic", (3.0, 15.0)),
+    ("claude-3-opus-20240229", "anthropic", (15.0, 75.0)),  # listed as claude-3-opus-latest
+    ("gemini-2.0-flash", "openai-compatible", (0.1, 0.4)),
+    ("deepseek-chat", "openai-compatible", (0.135, 0.55)),
+    ("anthropic/claude-sonnet-4.5", "openrouter", (3.0, 15.0)),  # with a dot, OpenRouter's entry
+    ("openrouter/anthropic/claude-sonnet-4.5", "litellm", (3.0, 15.0)),
+    ("meta-llama/llama-3.3-70b-instruct", "openrouter", (0.59, 0.79)),
+    ("meta-llama/llama-3.3-70b-instruct:free", "openrouter", (0.0, 0.0)),
+    ("Claude-Sonnet-4.5", None, (3.0, 15.0)),  # case and dots
+    ("gpt-4o-2024-08-06", "openai", (2.5, 10.0)),
+])
+def test_shipped_table_matches_names_as_providers_spell_them(model, provider, expected):
+    price = PriceTable.load().lookup(model, provider)
+    assert price is not None and (price.input, price.output) == expected
+
+
+def test_shipped_table_says_where_each_price_comes_from():
+    import json
+    from importlib import resources
+
+    data = json.loads(resources.files("rgym_llm").joinpath("prices.json").read_text(encoding="utf-8"))
+    assert "genai-prices" in data["_source"] and "No price is fetched at run time" in data["_source"]
+    assert len(data["models"]) > 300
+    for name, entry in data["models"].items():
+        assert "/" in name, name  # provider-prefixed
+        assert entry.get("source") and entry.get("date"), name
+    assert PriceTable.load().lookup("o1").source == "genai-prices 0.2.3 (openai)"
+
+
+def test_a_vendor_price_comes_before_a_host_price_and_unknown_names_stay_unknown():
+    table = PriceTable.load()
+    assert table.lookup("claude-sonnet-4-5-20250929").source.endswith("(anthropic)")
+    assert table.lookup("my-local-model", "vllm") is None
+    assert table.lookup("gpt-5-unknown-variant") is None  # no guessing from a prefix
+
+
+def test_price_env_wins_over_the_prices_file(tmp_path, monkeypatch):
+    path = tmp_path / "p.yaml"
+    path.write_text("gpt-4o: {input: 1, output: 2}\nmine: {input: 5, output: 5, source: our invoice}\n")
+    monkeypatch.setenv("RGYM_PRICES", str(path))
+    monkeypatch.setenv("RGYM_PRICE", "gpt-4o=0,0;other=1.5,3")
+    table = PriceTable.load()
+    assert table.lookup("gpt-4o", "openai") == Price(0.0, 0.0)
+    assert table.lookup("other") == Price(1.5, 3.0)
+    assert table.lookup("mine").source == "our invoice"
+    monkeypatch.setenv("RGYM_PRICE", "gpt-4o=1")
+    with pytest.raises(ModelConfigError, match=r"RGYM_PRICE 'gpt-4o=1': expected MODEL=IN,OUT"):
+        PriceTable.load()
+
+
+def test_successful_retries_are_recorded_on_the_response(server, make_client, sleeps):
+    server.add(Reply(status=429, error="slow down", headers={"Retry-After": "0"}),
+               Reply(status=500, error="boom"), Reply(text="ok"))
+    response = make_client().complete(MESSAGES)
+    assert response.text == "ok" and len(server.requests) == 3
+    assert response.usage.retries == 2
+    retries = response.raw["_retries"]
+    assert [(r["attempt"], r["status"], r["error"]) for r in retries] == [
+        (1, 429, "rate_limited"), (2, 500, "server_error")]
+    assert retries[0]["wait_s"] == 0.0 and retries[0]["retry_after_s"] == 0.0
+    assert retries[1]["wait_s"] == round(sleeps[1], 3) > 0  # the backoff slept
+    plain = make_client()
+    server.add(Reply(text="again"))
+    assert "_retries" not in plain.complete(MESSAGES).raw

@@ -8,7 +8,7 @@ from rgym_llm.errors import ModelConfigError
 from rgym_llm.keys import Secret, find_key, parse_dotenv, redact
 from rgym_llm.testing import Reply
 
-from rgym_core.models import create_model_client
+from rgym_core import create_model_client
 from rgym_core.registry import load_registry
 
 

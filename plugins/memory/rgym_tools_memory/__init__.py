@@ -3,7 +3,7 @@ embeddings.  Names are imported on first use (numpy and faiss are heavy)."""
 
 from typing import TYPE_CHECKING
 
-from rgym_core.lazy import lazy_exports
+from rgym_core import lazy_exports
 
 _EXPORTS = {
     "Embedder": "rgym_tools_memory.embedders",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from rgym_core.tools import Tool, ToolArg, ToolContext, ToolError, ToolResult, ToolSchema
+from rgym_core import Tool, ToolArg, ToolContext, ToolError, ToolResult, ToolSchema
 
 if TYPE_CHECKING:
     from rgym_tools_memory.store import SearchHit

@@ -3,7 +3,7 @@ Names are imported on first use (pypdf and httpx are heavy)."""
 
 from typing import TYPE_CHECKING
 
-from rgym_core.lazy import lazy_exports
+from rgym_core import lazy_exports
 
 _EXPORTS = {
     "BlockedURL": "rgym_tools_pdf.netguard",

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import httpx
 from attrs import define
 
-from rgym_core.http import RetryPolicy, call_with_retries, check_status
+from rgym_core import RetryPolicy, call_with_retries, check_status
 from rgym_tools_pdf.netguard import URLGuard
 
 #: Content types accepted as PDFs without looking.

@@ -14,7 +14,7 @@ import socket
 
 import httpx
 
-from rgym_core.leakage import LeakagePolicy
+from rgym_core import LeakagePolicy
 
 
 class BlockedURL(Exception):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rgym_core.tools import ToolError
+from rgym_core import ToolError
 
 _PART = re.compile(r"^(\d+)?\s*(-)?\s*(\d+)?$")
 

@@ -16,10 +16,19 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rgym_core.http import RequestFailed, RetryPolicy
-from rgym_core.leakage import KNOWN_KEYS as LEAKAGE_KEYS
-from rgym_core.leakage import LeakageConfigError, task_policy
-from rgym_core.tools import Tool, ToolArg, ToolContext, ToolError, ToolResult, ToolSchema
+from rgym_core import KNOWN_KEYS as LEAKAGE_KEYS
+from rgym_core import (
+    LeakageConfigError,
+    RequestFailed,
+    RetryPolicy,
+    Tool,
+    ToolArg,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    ToolSchema,
+    task_policy,
+)
 from rgym_tools_pdf.download import NotAPdf, download_pdf, looks_like_pdf
 from rgym_tools_pdf.extract import PdfError, open_pdf, page_text
 from rgym_tools_pdf.netguard import BlockedURL, URLGuard

@@ -23,6 +23,9 @@ from rgym_core.grading import resolve_includes
 TASKS_DIR = Path(__file__).resolve().parents[1] / "rgym_task_gametheory" / "tasks"
 TASKS = {"mlgym/prisoners-dilemma": "prisoners-dilemma", "mlgym/battle-of-sexes": "battle-of-sexes",
          "mlgym/blotto": "blotto"}
+#: The grader secret of every evaluation folder these tests lay out: new at each test run,
+#: so the recorded baselines are checked against a secret they were not measured with.
+SECRET = os.urandom(32)
 
 
 def _layout(tmp: Path, folder: str, strategy: str | None) -> Path:
@@ -35,6 +38,7 @@ def _layout(tmp: Path, folder: str, strategy: str | None) -> Path:
     install_kit(root / "grader")
     (root / "data").mkdir()
     (root / "private").mkdir()
+    (root / "private" / ".rgym-secret").write_text(SECRET.hex() + "\n")
     if strategy is not None:
         (root / "submission" / "strategy.py").write_text(strategy)
     return root
@@ -226,3 +230,62 @@ def test_strategy_sees_neither_grader_files_nor_seed(tmp_path: Path) -> None:
                 "    return 1\n")
     result = grade(tmp_path, "prisoners-dilemma", strategy, games=20, RGYM_SEED="3")
     assert "error" not in result, result.get("error")
+
+
+# -- the opponent's draws cannot be replayed from public code ------------------------------
+
+#: A strategy that replays the battle-of-sexes opponent: the column player's code (public,
+#: in the installed pack) run on a mirror of the grader's generator, advanced in the same
+#: order as the grader's (game by game, round by round), so it knows every column move
+#: before it is made and matches it.
+REPLAY_ATTACK = '''
+import random
+MIRROR = random.Random({seed_expr})
+
+def opponent(history, rng):
+    if not history:
+        return 1
+    their_first = history[0][0]
+    return their_first if rng.random() < 0.8 else 1 - their_first
+
+def row_strategy(history):
+    predicted = opponent(history, MIRROR)
+    return 0 if not history else predicted
+'''
+
+
+def _attack(seed_expr: str) -> str:
+    return REPLAY_ATTACK.format(seed_expr=seed_expr)
+
+
+def test_the_opponent_cannot_be_replayed_from_public_code(tmp_path: Path) -> None:
+    """The attack of an agent that read the pack: every derivation of the opponent's
+    generator that public code and seeds allow (the former
+    ``Random("rgym-<game>-opponent-<seed>")``, for the default and the documented seeds)
+    gains nothing; the same attack with the grader secret in hand wins by far, so only
+    the secret stops it."""
+    task = load_task(TASKS_DIR / "battle-of-sexes")
+    baseline, tolerance = task.baseline_scores["Score"], task.baseline.tolerance_for("Score")
+    games = 2000
+    for seed in (0, 5):
+        public = grade(tmp_path / f"public-{seed}", "battle-of-sexes",
+                       _attack(f'"rgym-battle-of-sexes-opponent-{seed}"'), RGYM_SEED=str(seed),
+                       games=games)
+        assert public["scores"]["Score"] < 1.3, (seed, public["scores"])  # no better than chance
+        with_secret = grade(
+            tmp_path / f"secret-{seed}", "battle-of-sexes",
+            _attack("int.from_bytes(__import__('hashlib').sha256(bytes.fromhex("
+                    f"'{SECRET.hex()}') + b'\\0' + b'battle-of-sexes-opponent-{seed}')"
+                    ".digest(), 'big')"), RGYM_SEED=str(seed), games=games)
+        # Knowing every column move: 0 in round 1, then 0.8 x 2 + 0.2 x 1 in rounds 2-10.
+        assert with_secret["scores"]["Score"] > 1.6, (seed, with_secret["scores"])
+        assert with_secret["scores"]["Score"] > baseline + 10 * tolerance
+
+
+def test_the_grader_refuses_to_run_without_its_secret(tmp_path: Path) -> None:
+    root = _layout(tmp_path, "prisoners-dilemma", starter("prisoners-dilemma"))
+    (root / "private" / ".rgym-secret").unlink()
+    proc = subprocess.run([sys.executable, "grader/evaluate.py"], cwd=root, env=_env(root),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and not (root / "scores.json").exists()
+    assert "private/.rgym-secret: no grader secret" in proc.stderr

@@ -9,8 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rgym_core.datasets import DatasetError
-from rgym_core.specs import DatasetSpec
+from rgym_core import DatasetError, DatasetSpec
 from rgym_task_language import sources
 
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")

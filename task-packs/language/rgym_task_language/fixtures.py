@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from rgym_core.specs import DatasetSpec
+from rgym_core import DatasetSpec
 
 FIXTURE_NAMESPACE = "language-fixture"
 
@@ -189,7 +189,7 @@ def install_fixture_datasets(site: Path, specs: Iterable[DatasetSpec]) -> dict[s
 def write_all(root: Path) -> tuple[Path, dict[str, str]]:
     """Fixture data for every dataset of the pack under ``root/data``, their specs
     registered from ``root/site``; returns the data folder and the environment."""
-    from rgym_core.packs import load_dataset
+    from rgym_core import load_dataset
 
     here = Path(__file__).parent / "datasets"
     data = root / "data"

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rgym_core.datasets import DatasetError
+from rgym_core import DatasetError
 
 SHARD_MAGIC = 20240520
 SHARD_VERSION = 1

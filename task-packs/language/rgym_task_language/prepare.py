@@ -16,9 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rgym_core.dataset_cache import cached_build
-from rgym_core.datasets import DatasetError
-from rgym_core.specs import DatasetSpec, PreparedDataset
+from rgym_core import DatasetError, DatasetSpec, PreparedDataset, cached_build
 from rgym_task_language import sources
 
 

@@ -14,8 +14,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from rgym_core.datasets import DatasetError
-from rgym_core.specs import DatasetSpec
+from rgym_core import DatasetError, DatasetSpec, check_data_dir
 
 _CHUNK = 1 << 20
 
@@ -45,15 +44,6 @@ def where_to_get(spec: DatasetSpec, name: str = "") -> str:
         if source else place
 
 
-def check_data_dir(data_dir: Path | None) -> None:
-    if data_dir is None or data_dir.is_dir():
-        return
-    what = "is not a folder" if data_dir.exists() else "does not exist"
-    raise DatasetError(f"{data_dir}: the data folder (--data-dir or RGYM_DATA_DIR) {what}; pass "
-                       f"an existing folder holding one sub-folder per dataset (for example "
-                       f"DATA/mnli/multinli_1.0.zip)")
-
-
 def searched_folders(spec: DatasetSpec, data_dir: Path | None) -> list[Path]:
     """Every folder that may hold ``spec``'s raw files, in search order."""
     out: list[Path] = []
@@ -71,7 +61,7 @@ def searched_folders(spec: DatasetSpec, data_dir: Path | None) -> list[Path]:
 
 def find_folder(spec: DatasetSpec, data_dir: Path | None, marker: str) -> Path:
     """The first searched folder holding the file ``marker``, or a clear error."""
-    check_data_dir(data_dir)
+    check_data_dir(data_dir, "mnli/multinli_1.0.zip")
     folders = searched_folders(spec, data_dir)
     for folder in folders:
         if (folder / marker).is_file():

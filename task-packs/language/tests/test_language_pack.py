@@ -47,10 +47,14 @@ def test_profiles_baselines_and_references(task):
     assert mlgym.reference_scores == MLGYM_REFERENCE[task]
     # Baselines are measured, never copied from MLGym: FineWeb's full size is not measurable
     # on a CPU (left empty), MNLI's was measured on the fixture.
-    assert mlgym.baseline_scores == MLGYM_BASELINE[task]
+    assert mlgym.baseline.scores == MLGYM_BASELINE[task]
+    assert mlgym.baseline_scores == {}  # a fixture's figure (or none): never scored against
+    assert mlgym.published.baseline == {spec.primary_metric.name: MLGYM_REFERENCE[task][spec.primary_metric.name]}
     assert not cpu.reference_scores
     assert mlgym.resources.gpus == 1 and not cpu.resources.gpus
-    assert mlgym.budget.action_timeout_s == 2400 and cpu.budget.action_timeout_s <= 1800
+    # MLGym's: 25 s per command, its training_timeout (2400 s) for python/torchrun...
+    assert mlgym.budget.action_timeout_s == 25 and mlgym.budget.time_limit_s is None
+    assert mlgym.budget.training_timeout_s == 2400 and cpu.budget.action_timeout_s <= 1800
     for resolved in (cpu, mlgym):
         assert resolved.baseline is not None and resolved.baseline.command == "python baseline.py"
         assert resolved.baseline.description

@@ -17,7 +17,7 @@ This distribution registers no task: the ResearchGym packs
 Importing this package imports nothing heavy (fast start-up rule).
 """
 
-from rgym_core.lazy import lazy_exports
+from rgym_core import lazy_exports
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "PINNED_COMMIT": "rgym_researchgym.pins", "TREE_HASHES": "rgym_researchgym.pins",

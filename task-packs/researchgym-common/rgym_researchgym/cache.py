@@ -13,7 +13,7 @@ POLICY_FILE = "leakage_policy.json"
 
 def default_cache_dir() -> Path:
     """Where the runner's ``prepare_dataset`` caches datasets (``RGYM_CACHE_DIR``/datasets)."""
-    from rgym_core.datasets import cache_root
+    from rgym_core import cache_root
 
     return cache_root() / "datasets"
 

@@ -31,38 +31,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from attrs import define, field
-
-from rgym_core.dataset_cache import MANIFEST, file_digests, problems
+from rgym_core import MANIFEST, GraderSecret, file_digests, problems, read_or_make_secret
 
 __all__ = ["MANIFEST", "SECRET_FILE", "GraderSecret", "cached_generate", "entry_folder",
            "grader_secret", "problems", "secret_path"]
 
 #: The secret's file name, in the dataset's folder of the cache (beside its entries).
 SECRET_FILE = "grader-secret"
-SECRET_BYTES = 32
-
-
-@define(frozen=True)
-class GraderSecret:
-    """Random bytes only the grader side can read; seeds for private data derive from them."""
-
-    key: bytes = field(repr=False)
-
-    @property
-    def id(self) -> str:
-        """A name for the secret that reveals nothing of it (recorded in manifests)."""
-        return hashlib.sha256(b"rgym grader secret id\0" + self.key).hexdigest()[:16]
-
-    def digest(self, purpose: str) -> bytes:
-        """32 bytes for ``purpose`` (e.g. ``"test"``), independent across purposes."""
-        return hashlib.sha256(self.key + b"\0" + purpose.encode()).digest()
-
-    def words(self, purpose: str) -> list[int]:
-        """256 bits for ``purpose`` as eight 32-bit words: a seed for
-        ``numpy.random.RandomState``/``seed``/``default_rng`` (all take such a list)."""
-        raw = self.digest(purpose)
-        return [int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw), 4)]
 
 
 def secret_path(cache_dir: Path, dataset_id: str) -> Path:
@@ -73,30 +48,7 @@ def secret_path(cache_dir: Path, dataset_id: str) -> Path:
 def grader_secret(cache_dir: Path, dataset_id: str) -> GraderSecret:
     """The secret of ``dataset_id``: read, or made once (0600; two builders racing
     agree on the first one written)."""
-    path = secret_path(cache_dir, dataset_id)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".secret-")
-        try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, os.urandom(SECRET_BYTES))
-            os.fsync(fd)
-            os.close(fd)
-            try:
-                os.link(tmp, path)  # fails if another builder was first: keep theirs
-            except FileExistsError:
-                pass
-        finally:
-            os.unlink(tmp)
-    if path.is_symlink() or not path.is_file():
-        raise OSError(f"{path}: the grader secret is not a plain file; remove it to make a new one")
-    if path.stat().st_mode & 0o077:
-        path.chmod(0o600)
-    key = path.read_bytes()
-    if len(key) < SECRET_BYTES:
-        raise OSError(f"{path}: the grader secret holds {len(key)} bytes, expected {SECRET_BYTES}; "
-                      "remove it to make a new one (the private data are rebuilt)")
-    return GraderSecret(key)
+    return read_or_make_secret(secret_path(cache_dir, dataset_id))
 
 
 def entry_folder(cache_dir: Path, dataset_id: str, version: str,

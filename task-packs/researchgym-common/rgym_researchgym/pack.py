@@ -63,7 +63,7 @@ LEAKAGE_KEY = "leakage"
 
 def core_has_profiles() -> bool:
     """Whether this rgym_core knows task profiles (contract 7)."""
-    from rgym_core.specs import TaskSpec
+    from rgym_core import TaskSpec
 
     return "profiles" in attrs.fields_dict(TaskSpec)
 
@@ -96,12 +96,11 @@ def merge_profile(data: dict[str, Any], name: str | None = None) -> dict[str, An
 def load_task_spec(folder: Path) -> Any:
     """Load ``folder/task.yaml`` as a TaskSpec, with profiles when the core has them
     and with the default profile applied when it does not."""
-    from rgym_core.packs import load_task
+    from rgym_core import load_task
 
     if core_has_profiles():
         return load_task(folder)
-    from rgym_core.serialization import read_data_file, structure
-    from rgym_core.specs import TaskSpec
+    from rgym_core import TaskSpec, read_data_file, structure
 
     path = folder / "task.yaml"
     data = merge_profile(read_data_file(path))
@@ -165,7 +164,7 @@ def prepare_dataset(layout: TaskLayout, spec: Any, cache_dir: Path | None,
     ``PreparedDataset`` (public: ``source.json``; private: the hidden files;
     starter: the workspace, copied writable for the agent when mounted with
     ``starter: true``)."""
-    from rgym_core.specs import PreparedDataset
+    from rgym_core import PreparedDataset
     from rgym_researchgym.prepare import prepare_task
 
     prepared = prepare_task(layout, cache_dir or default_cache_dir(), data_dir)

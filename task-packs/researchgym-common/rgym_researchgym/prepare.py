@@ -36,7 +36,7 @@ from typing import Any
 
 from attrs import define, field
 
-from rgym_core.dataset_cache import MANIFEST, file_digests, problems
+from rgym_core import MANIFEST, file_digests, problems
 from rgym_researchgym.cache import default_cache_dir, entry_path, workspace_path
 from rgym_researchgym.leakage import policy_config, write_policy
 from rgym_researchgym.pins import PINNED_COMMIT, REPOSITORY, TASKS_PATH, TREE_HASHES

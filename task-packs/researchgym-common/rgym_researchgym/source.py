@@ -41,7 +41,7 @@ from rgym_researchgym.treehash import (
 )
 
 try:  # rgym_core's error type, so the runner reports it as a dataset problem
-    from rgym_core.datasets import DatasetError as _Base
+    from rgym_core import DatasetError as _Base
 except ImportError:  # pragma: no cover - the library is usable without the core
     _Base = RuntimeError  # type: ignore[misc, assignment]
 

@@ -39,7 +39,7 @@ SEEDS = [1992, 1993, 1994]  # the task description's seeds
 #: Generation and protocol settings per dataset id.
 CONFIGS: dict[str, dict[str, Any]] = {
     "researchgym/cl-synthetic-cifar": {
-        "n_classes": 30, "train_per_class": 20, "dev_per_class": 8, "test_per_class": 8,
+        "n_classes": 30, "train_per_class": 20, "dev_per_class": 8, "test_per_class": 24,
         "seed": 7, "init_cls": 10, "increment": 10, "seeds": SEEDS, "input_size": 32,
         "batch_size": 128},
     "researchgym/cl-cifar100": {
@@ -123,7 +123,7 @@ def _load_batch(raw: bytes) -> tuple[Any, Any]:
 
 
 def _cifar_files(data_dir: Path | None) -> dict[str, bytes]:
-    from rgym_core.datasets import DatasetError
+    from rgym_core import DatasetError
 
     for base in [p for p in (data_dir, data_dir / "cifar100" if data_dir else None) if p]:
         folder = base / "cifar-100-python"
@@ -175,7 +175,7 @@ def build_cifar100(dataset_id: str, data_dir: Path | None, dest: Path) -> None:
 
 def prepare_images(spec: Any, cache_dir: Path, data_dir: Path | None) -> Any:
     """``researchgym/cl-*``: generated or converted once, cached, verified on reuse."""
-    from rgym_core.specs import PreparedDataset
+    from rgym_core import PreparedDataset
 
     if spec.id == "researchgym/cl-cifar100":
         entry = cached_generate(cache_dir, spec.id, VERSION, CONFIGS[spec.id],

@@ -199,7 +199,8 @@ def test_a_better_method_scores_higher(tmp_path: Path) -> None:
     assert result["final_scores"]["acc"] > recorded_baseline()["acc"] + 20
     # it is the cpu profile's recorded reference solution
     reference = yaml.safe_load((TASK_DIR / "task.yaml").read_text())["profiles"]["cpu"]["reference_scores"]
-    # the test split is per machine: over 5 grader secrets it scored acc 91.25-93.33, aaa 93.33-95.56
+    # the test split is per machine: over 10 grader secrets it scored acc 91.39-93.75 (sd 0.75),
+    # aaa 93.63-95.37 (sd 0.55); 2.5 covers 3 sd and the largest deviation
     assert result["final_scores"] == pytest.approx(reference, abs=2.5)
 
 

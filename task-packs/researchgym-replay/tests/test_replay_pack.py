@@ -32,6 +32,11 @@ def recorded_baseline() -> dict[str, float]:
     return yaml.safe_load((TASK_DIR / "task.yaml").read_text())["profiles"]["cpu"]["baseline"]["scores"]
 
 
+def baseline_tolerances() -> dict[str, float]:
+    """The recorded spread over grader secrets (the evaluation seeds are per machine)."""
+    return yaml.safe_load((TASK_DIR / "task.yaml").read_text())["profiles"]["cpu"]["baseline"]["tolerances"]
+
+
 def rgym_run(tmp_path: Path, *args: str) -> dict:
     runs = tmp_path / "runs"
     proc = subprocess.run([*RGYM, "run", TASK, "--profile", "cpu", "--runs-dir", str(runs),
@@ -87,7 +92,9 @@ def test_protocol_counts_interactions_and_sums_returns() -> None:
 def test_cpu_baseline_reproduces_recorded_score(tmp_path: Path) -> None:
     result = rgym_run(tmp_path, "--agent", "baseline")
     assert result["status"] == "submitted", result.get("error")
-    assert result["final_scores"] == pytest.approx(recorded_baseline(), abs=0.02)  # the recorded tolerance: 75.8175 and 75.8107 on two machines
+    tolerances = baseline_tolerances()  # the evaluation seeds are per machine (a grader secret)
+    for metric, recorded in recorded_baseline().items():
+        assert abs(result["final_scores"][metric] - recorded) <= tolerances[metric], (metric, result["final_scores"])
     from rgym_integrity import integrity_problems
 
     assert integrity_problems(tmp_path) == []  # the task's own starter is no attack

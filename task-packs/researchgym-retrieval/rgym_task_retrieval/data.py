@@ -29,7 +29,7 @@ TASK_DIR = HERE / "tasks" / "cross-modal-retrieval"
 LAYOUT = TaskLayout("cross-modal-retrieval", overlay=TASK_DIR / "overlay", version="1")
 
 CONFIGS: dict[str, dict[str, Any]] = {
-    "researchgym/cmr-coco-tiny": {"dim": 32, "captions": 5, "dev_images": 40, "eval_images": 60,
+    "researchgym/cmr-coco-tiny": {"dim": 32, "captions": 5, "dev_images": 40, "eval_images": 240,
                                   "image_noise": 0.45, "text_noise": 0.9, "gap": 1.0,
                                   "shift": 6.0, "shift_scale": 0.6, "shift_noise": 0.8,
                                   "seed": 2025},
@@ -114,7 +114,7 @@ def build_coco_tiny(dataset_id: str, dest: Path, secret: GraderSecret) -> None:
 
 
 def prepare_coco_tiny(spec: Any, cache_dir: Path, data_dir: Path | None) -> Any:
-    from rgym_core.specs import PreparedDataset
+    from rgym_core import PreparedDataset
 
     entry = cached_generate(cache_dir, spec.id, VERSION, CONFIGS[spec.id],
                             lambda dest, secret: build_coco_tiny(spec.id, dest, secret), secret=True)

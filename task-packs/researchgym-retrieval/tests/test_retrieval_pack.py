@@ -69,8 +69,9 @@ def test_adaptation_beats_the_source_model(tmp_path: Path) -> None:
     cpu = yaml.safe_load(TASK_YAML.read_text())["profiles"]["cpu"]
     assert result["status"] == "submitted", result.get("error")
     assert result["final_scores"]["r1"] > cpu["baseline"]["scores"]["r1"] + cpu["baseline"]["tolerances"]["r1"]
-    # the eval split is per machine: over 5 grader secrets centering scored r1 69.2-75.3
-    assert result["final_scores"] == pytest.approx(cpu["reference_scores"], abs=8.0)
+    # the eval split is per machine: over 21 grader secrets centering scored r1 47.5-56.3 (sd 2.4),
+    # i2t_r1 44.6-59.2 (sd 3.3), t2i_r1 49.6-57.8 (sd 2.0); 11 covers 3 sd and the largest deviation
+    assert result["final_scores"] == pytest.approx(cpu["reference_scores"], abs=11.0)
     assert [s["id"] for s in result["subtasks"]] == ["qs-image", "qs-text"]
     graded = result["scores"][-1]["subtasks"]
     assert graded == {"qs-image": {"r1": result["final_scores"]["i2t_r1"]},
@@ -89,8 +90,10 @@ def test_check_pack_runs_the_baseline(tmp_path: Path) -> None:
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["ok"], [f for f in report["findings"] if not f["ok"]]
     messages = [f["message"] for f in report["findings"]]
-    assert any(re.fullmatch(r"baseline r1: measured [0-9.]+, recorded 35\.2333 \(within 10\)", m)
-               for m in messages), messages
+    baseline = yaml.safe_load(TASK_YAML.read_text())["profiles"]["cpu"]["baseline"]
+    expected = (rf"baseline r1: measured [0-9.]+, recorded {re.escape(format(baseline['scores']['r1'], '.6g'))}"
+                rf" \(within {re.escape(format(baseline['tolerances']['r1'], '.2g'))}\)")
+    assert any(re.fullmatch(expected, m) for m in messages), messages
     skipped = [f for f in report["findings"] if f["skipped"]]
     assert [f["where"].endswith("[profile researchgym]") for f in skipped] == [True]
     assert "needs 1 GPU(s)" in skipped[0]["message"]

@@ -31,11 +31,32 @@ from rgym_researchgym.prepare import TaskLayout
 HERE = Path(__file__).parent
 TASK_DIR = HERE / "tasks" / "time-series-explanation"
 
-LAYOUT = TaskLayout("time-series-explanation", overlay=TASK_DIR / "overlay", version="1")
+#: The line of ResearchGym's ``task_description.md`` (workflow checklist, item 3) that
+#: tells the agent to run ``./grading/grade.sh``: ``grading/`` is the grader's, hidden
+#: from the workspace (as in ResearchGym's own runs), so the workspace copy says how
+#: rgym grades instead.  The grader's private copy keeps the original text.
+GRADE_SH_LINE = ("3. Run `./grading/grade.sh` to update `task_description.md` and capture the "
+                 "JSON summary before finishing.")
+GRADE_SH_REPLACEMENT = ("3. Use the `validate` command to score your explainer (RGYM.md says how "
+                        "rgym grades it); `grading/` is not part of this workspace.")
+
+
+def post_build(workspace: Path, public: Path, private: Path) -> None:
+    """Point the statement's checklist at ``validate`` instead of the hidden grade.sh."""
+    statement = workspace / "task_description.md"
+    text = statement.read_text(encoding="utf-8")
+    if GRADE_SH_LINE not in text:
+        raise ValueError(f"{statement}: the line about ./grading/grade.sh was not found; update "
+                         "GRADE_SH_LINE in rgym_task_timeseries/data.py for this ResearchGym pin")
+    statement.write_text(text.replace(GRADE_SH_LINE, GRADE_SH_REPLACEMENT), encoding="utf-8")
+
+
+LAYOUT = TaskLayout("time-series-explanation", overlay=TASK_DIR / "overlay", post_build=post_build,
+                    version="2")
 
 #: Sizes and training settings per dataset id; ``seed`` drives generation and training.
 CONFIGS: dict[str, dict[str, Any]] = {
-    "researchgym/tse-state-cpu": {"n_train": 160, "n_dev": 24, "n_eval": 24, "length": 24,
+    "researchgym/tse-state-cpu": {"n_train": 160, "n_dev": 24, "n_eval": 120, "length": 24,
                                   "hidden_size": 32, "epochs": 40, "batch_size": 32,
                                   "lr": 0.01, "seed": 42},
     "researchgym/tse-state": {"n_train": 700, "n_dev": 100, "n_eval": 200, "length": 200,
@@ -146,7 +167,7 @@ def build_state(dataset_id: str, dest: Path, secret: GraderSecret) -> None:
 
 def prepare_state(spec: Any, cache_dir: Path, data_dir: Path | None) -> Any:
     """``researchgym/tse-state[-cpu]``: generated once, cached, verified on reuse."""
-    from rgym_core.specs import PreparedDataset
+    from rgym_core import PreparedDataset
 
     entry = cached_generate(cache_dir, spec.id, VERSION, CONFIGS[spec.id],
                             lambda dest, secret: build_state(spec.id, dest, secret), secret=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from pathlib import Path
 
 import pytest
 from rl_testlib import config_text, small_task, starter_src, submission
@@ -33,6 +34,22 @@ def test_untrained_policies_score_and_scores_are_reproducible(breakout: dict) ->
     assert [c["checkpoint"] for c in details["checkpoints"]] == [f"config-42-{i}.msgpack" for i in range(5)]
     again = grade(small_task("Breakout-MinAtar"), breakout)
     assert again.scores == first.scores
+
+
+def test_the_evaluation_episodes_come_from_the_grader_secret(
+        breakout: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The starts and the environments' randomness derive from the task's grader secret
+    and the grading seed, not from the seed alone (public: a policy could be fitted to
+    the episodes it names): one secret grades the same episodes every time (the record
+    names it), another secret other ones, with the same grading seed."""
+    first = grade(small_task("Breakout-MinAtar"), breakout, seed=3)
+    assert first.valid, first.error
+    monkeypatch.setenv("RGYM_CACHE_DIR", str(tmp_path / "another-machine"))
+    other = grade(small_task("Breakout-MinAtar"), breakout, seed=3)
+    assert other.valid, other.error
+    assert other.grader_secret and other.grader_secret != first.grader_secret
+    assert other.details["checkpoints"] != first.details["checkpoints"]
+    assert grade(small_task("Breakout-MinAtar"), breakout, seed=3).scores == other.scores
 
 
 @pytest.mark.parametrize("env_name", ["MetaMaze-misc", "MountainCarContinuous-v0"])

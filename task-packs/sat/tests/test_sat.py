@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -25,9 +24,13 @@ from rgym_core.grading import resolve_includes
 TASK_DIR = Path(__file__).resolve().parents[1] / "rgym_task_sat" / "tasks" / "3sat"
 GRADER = TASK_DIR / "grader"
 STARTER = TASK_DIR / "starter"
+#: The grader secret of the evaluation folders laid out here: new at each test run, so
+#: the recorded baseline is checked on formulas it was not measured on.
+SECRET = os.urandom(32)
 
 
-def _layout(tmp: Path, heuristic: str | None, grader: Path = GRADER) -> Path:
+def _layout(tmp: Path, heuristic: str | None, grader: Path = GRADER,
+            secret: bytes | None = SECRET) -> Path:
     root = tmp / "eval"
     (root / "submission").mkdir(parents=True)
     shutil.copytree(grader, root / "grader")
@@ -36,6 +39,8 @@ def _layout(tmp: Path, heuristic: str | None, grader: Path = GRADER) -> Path:
     install_kit(root / "grader")
     (root / "data").mkdir()
     (root / "private").mkdir()
+    if secret is not None:
+        (root / "private" / ".rgym-secret").write_text(secret.hex() + "\n")
     shutil.copy(STARTER / "solver.py", root / "submission" / "solver.py")
     shutil.copy(STARTER / "heuristic.py", root / "submission" / "heuristic_base.py")
     if heuristic is not None:
@@ -122,31 +127,69 @@ def test_plugin_registers_the_task() -> None:
     assert task.metric("Decisions").direction == "minimize"
 
 
-def test_instance_files_regenerate_byte_for_byte(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_development_file_regenerates_byte_for_byte(capsys: pytest.CaptureFixture[str]) -> None:
     assert generate.main(["--check"]) == 0, capsys.readouterr().out
 
 
-def test_grader_records_the_instance_checksum() -> None:
-    recorded = re.search(r'INSTANCES_SHA256 = "([0-9a-f]{64})"',
-                         (GRADER / "evaluate.py").read_text()).group(1)
-    assert hashlib.sha256((GRADER / "instances.json").read_bytes()).hexdigest() == recorded
+def drawn_secret(key: bytes = SECRET) -> bytes:
+    """What the grader kit's ``context().secret("instances")`` gives for the task key ``key``."""
+    return hashlib.sha256(key + b"\0instances").digest()
+
+
+def evaluation(key: bytes = SECRET) -> list[dict]:
+    """The evaluation set the grader draws with the task key ``key``."""
+    return generate.generator().evaluation_set(drawn_secret(key))["instances"]
+
+
+def test_no_instance_file_ships_with_the_pack() -> None:
+    """The evaluation formulas exist only while a grading runs: nothing in the pack,
+    the grader's folder included, holds them."""
+    shipped = [p for p in TASK_DIR.parents[2].rglob("*.json") if p.name != "dev_instances.json"]
+    assert not [p for p in shipped if "clauses" in p.read_text()], shipped
+
+
+def test_the_public_generator_with_every_documented_seed_misses_the_evaluation_set(
+        tmp_path: Path) -> None:
+    """The attack of an agent that read the pack: rebuild the hidden formulas from the
+    generator and the seeds public code names (the development seed 7, the former
+    evaluation seed 2026, and every small seed) and look answers up.  Not one formula
+    of what the grader really graded is among them; two gradings with one secret grade
+    the same formulas (a regrade reproduces), another secret grades others."""
+    first = grade(tmp_path / "a", scripted_heuristic())
+    again = grade(tmp_path / "b", scripted_heuristic())
+    digest = first["details"]["instances_sha256"]
+    assert again["details"]["instances_sha256"] == digest
+    assert generate.generator().sha256(generate.generator().dumps(
+        generate.generator().evaluation_set(drawn_secret()))) == digest
+    gen = generate.generator()
+    graded = {json.dumps(i["clauses"]) for i in evaluation()}
+    for seed in [7, 2026, *range(0, 64)]:
+        drawn = gen.generate(seed, gen.EVALUATION_SIZES)
+        assert not graded & {json.dumps(i["clauses"]) for i in drawn["instances"]}, seed
+        assert gen.sha256(gen.dumps(drawn)) != digest
+    other = _layout(tmp_path / "c", scripted_heuristic(), secret=os.urandom(32))
+    env = {"PATH": os.environ["PATH"], "RGYM_SUBMISSION_DIR": str(other / "submission"),
+           "RGYM_SCORES_FILE": str(other / "scores.json")}
+    subprocess.run([sys.executable, "grader/evaluate.py"], cwd=other, env=env, check=True,
+                   timeout=300)
+    assert json.loads((other / "scores.json").read_text())["details"]["instances_sha256"] != digest
 
 
 def test_instance_sets_are_balanced_near_the_threshold_and_disjoint() -> None:
-    evaluation, dev = load("grader/instances.json"), load("starter/dev_instances.json")
-    assert len(evaluation) == 64
+    drawn, dev = evaluation(), load("starter/dev_instances.json")
+    assert len(drawn) == 64
     for num_vars in (20, 30, 40, 50):
-        labels = [i["label"] for i in evaluation if i["num_vars"] == num_vars]
+        labels = [i["label"] for i in drawn if i["num_vars"] == num_vars]
         assert labels.count("SAT") == labels.count("UNSAT") > 0
-    for inst in evaluation + dev:
+    for inst in drawn + dev:
         assert len(inst["clauses"]) == round(4.26 * inst["num_vars"])
         assert all(len(set(map(abs, c))) == 3 for c in inst["clauses"])
     dev_formulas = {json.dumps(i["clauses"]) for i in dev}
-    assert not dev_formulas & {json.dumps(i["clauses"]) for i in evaluation}
+    assert not dev_formulas & {json.dumps(i["clauses"]) for i in drawn}
 
 
 def test_labels_agree_with_an_independent_solver() -> None:
-    for inst in load("grader/instances.json") + load("starter/dev_instances.json"):
+    for inst in evaluation() + load("starter/dev_instances.json"):
         model = independent_sat(inst["clauses"])
         assert (model is not None) == (inst["label"] == "SAT"), inst["id"]
         if model is not None:
@@ -156,7 +199,8 @@ def test_labels_agree_with_an_independent_solver() -> None:
 
 def test_grader_solver_is_the_starter_solver() -> None:
     includes = resolve_includes(load_task(TASK_DIR))
-    assert includes == {"reference_solver.py": (STARTER / "solver.py").resolve()}
+    assert includes == {"reference_solver.py": (STARTER / "solver.py").resolve(),
+                        "baseline_heuristic.py": (STARTER / "heuristic.py").resolve()}
     assert not (GRADER / "reference_solver.py").exists()
 
 
@@ -260,11 +304,11 @@ def test_missing_heuristic_is_a_missing_submission(tmp_path: Path) -> None:
     assert result["missing_submission"] is True and "heuristic.py" in result["error"]
 
 
-def test_tampered_instance_file_is_refused(tmp_path: Path) -> None:
-    grader = tmp_path / "grader-copy"
-    shutil.copytree(GRADER, grader)
-    text = (grader / "instances.json").read_text()
-    (grader / "instances.json").write_text(text.replace('"label":"UNSAT"', '"label":"SAT"', 1))
-    code, stderr, result = run_grader(tmp_path, (STARTER / "heuristic.py").read_text(), grader=grader)
-    assert code == 2 and result is None
-    assert "grader/instances.json has SHA-256" in stderr and "expected" in stderr
+def test_the_grader_refuses_to_run_without_its_secret(tmp_path: Path) -> None:
+    root = _layout(tmp_path, (STARTER / "heuristic.py").read_text(), secret=None)
+    env = {"PATH": os.environ["PATH"], "RGYM_SUBMISSION_DIR": str(root / "submission"),
+           "RGYM_SCORES_FILE": str(root / "scores.json")}
+    proc = subprocess.run([sys.executable, "grader/evaluate.py"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and not (root / "scores.json").exists()
+    assert "private/.rgym-secret: no grader secret" in proc.stderr

@@ -32,9 +32,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rgym_core.dataset_cache import MANIFEST, file_digests, problems
-from rgym_core.datasets import DatasetError, download, locate_source, sha256_file
-from rgym_core.specs import DatasetSpec
+from rgym_core import (
+    MANIFEST,
+    DatasetError,
+    DatasetSpec,
+    check_data_dir,
+    download,
+    file_digests,
+    locate_source,
+    problems,
+    sha256_file,
+)
 
 log = logging.getLogger("rgym.datasets")
 
@@ -69,27 +77,13 @@ def check_file(spec: DatasetSpec, path: Path, name: str) -> None:
                            f"{obtain_hint(spec, name)}")
 
 
-def check_data_dir(data_dir: Path | None) -> None:
-    """Raise :class:`DatasetError` when a data folder was given but is not a folder.
-
-    ``rgym_core.datasets.data_dir_from_env`` should already refuse it; this
-    keeps packs that are called directly from silently ignoring a typo.
-    """
-    if data_dir is None or data_dir.is_dir():
-        return
-    what = "is not a folder" if data_dir.exists() else "does not exist"
-    raise DatasetError(f"{data_dir}: the data folder (--data-dir or RGYM_DATA_DIR) {what}; pass "
-                       f"an existing folder holding one sub-folder per dataset (for example "
-                       f"DATA/titanic/train.csv), or leave it out to use the cache or download")
-
-
 def raw_files(spec: DatasetSpec, data_dir: Path | None, cache_dir: Path) -> Path:
     """A folder holding every file of ``spec.checksums``, verified.
 
     A local folder (the data folder or the spec's ``path``) wins; without one,
     files are downloaded once from ``spec.options["urls"]`` into the cache.
     """
-    check_data_dir(data_dir)
+    check_data_dir(data_dir, "titanic/train.csv")
     if not spec.checksums:
         raise DatasetError(f"dataset '{spec.id}': its spec lists no checksums; add a sha256 for "
                            f"every raw file under 'checksums'")
@@ -199,7 +193,7 @@ def prepare_cached(spec: DatasetSpec, cache_dir: Path, data_dir: Path | None, ve
     either, the :class:`DatasetError` names the damaged files and how to get
     the raw ones.
     """
-    check_data_dir(data_dir)
+    check_data_dir(data_dir, "titanic/train.csv")
     final = build_folder(spec, cache_dir, version, params)
     problems = verify_build(final) if final.exists() else []
     if final.exists() and not problems:

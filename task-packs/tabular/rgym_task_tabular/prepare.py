@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rgym_core.specs import DatasetSpec, PreparedDataset
+from rgym_core import DatasetSpec, PreparedDataset
 from rgym_task_tabular.datasource import prepare_cached
 
 SEED = 42

@@ -36,8 +36,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from rgym_core.datasets import DatasetError
-from rgym_core.specs import DatasetSpec
+from rgym_core import DatasetError, DatasetSpec, check_data_dir
 from rgym_task_vision import sources
 
 log = logging.getLogger("rgym.datasets")
@@ -224,7 +223,7 @@ def _split(params: dict[str, Any], train: dict[int, dict], val: dict[int, dict]
 def build_coco(spec: DatasetSpec, data_dir: Path | None, dest: Path,
                params: dict[str, Any]) -> None:
     """Locate, verify, split and convert COCO into ``dest`` (public/ and private/)."""
-    sources.check_data_dir(data_dir)
+    check_data_dir(data_dir, "coco-2017/annotations_trainval2017.zip")
     year = params["year"]
     folders = sources.candidate_folders(spec, data_dir)
     ann_train, ann_val = f"annotations/captions_train{year}.json", f"annotations/captions_val{year}.json"

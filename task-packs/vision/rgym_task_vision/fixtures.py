@@ -34,7 +34,7 @@ from typing import Any
 
 import attrs
 
-from rgym_core.specs import DatasetSpec
+from rgym_core import DatasetSpec
 
 FIXTURE_NAMESPACE = "vision-fixture"
 
@@ -251,7 +251,7 @@ def install_fixture_datasets(site: Path, specs: Iterable[DatasetSpec]) -> dict[s
 def write_all(root: Path, *, coco_layout: str = "folders") -> tuple[Path, dict[str, str]]:
     """Fixture data for every dataset of the pack under ``root/data`` and their
     specs registered from ``root/site``; returns the data folder and the env."""
-    from rgym_core.packs import load_dataset
+    from rgym_core import load_dataset
 
     here = Path(__file__).parent / "datasets"
     data = root / "data"

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rgym_core.datasets import DatasetError
+from rgym_core import DatasetError
 
 #: IDX type codes (the third byte of the magic number) and their numpy types.
 _IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}

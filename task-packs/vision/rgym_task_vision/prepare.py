@@ -15,9 +15,7 @@ import csv
 import shutil
 from pathlib import Path
 
-from rgym_core.dataset_cache import cached_build
-from rgym_core.datasets import DatasetError
-from rgym_core.specs import DatasetSpec, PreparedDataset
+from rgym_core import DatasetError, DatasetSpec, PreparedDataset, cached_build, check_data_dir
 from rgym_task_vision import sources
 
 FASHION_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
@@ -149,7 +147,7 @@ def prepare_coco(spec: DatasetSpec, cache_dir: Path, data_dir: Path | None) -> P
     and resized once; the test references are private."""
     from rgym_task_vision.coco import build_coco, coco_params, extracted_fingerprint
 
-    sources.check_data_dir(data_dir)
+    check_data_dir(data_dir, "fashion-mnist/train-images-idx3-ubyte.gz")
     params = coco_params(spec)
     fingerprint = extracted_fingerprint(spec, data_dir, params["year"])
     if fingerprint is not None:

@@ -24,8 +24,7 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from rgym_core.datasets import DatasetError
-from rgym_core.specs import DatasetSpec
+from rgym_core import DatasetError, DatasetSpec, check_data_dir
 
 _CHUNK = 1 << 20
 
@@ -91,16 +90,6 @@ def find_file(spec: DatasetSpec, folder: Path, name: str) -> Path | None:
     return None
 
 
-def check_data_dir(data_dir: Path | None) -> None:
-    """Refuse a data folder that was given but is not a folder."""
-    if data_dir is None or data_dir.is_dir():
-        return
-    what = "is not a folder" if data_dir.exists() else "does not exist"
-    raise DatasetError(f"{data_dir}: the data folder (--data-dir or RGYM_DATA_DIR) {what}; pass "
-                       f"an existing folder holding one sub-folder per dataset (for example "
-                       f"DATA/fashion-mnist/train-images-idx3-ubyte.gz)")
-
-
 def verify_file(spec: DatasetSpec, path: Path, name: str) -> None:
     """Raise unless ``path`` holds raw file ``name`` with its expected SHA-256."""
     expected = spec.checksums[name].lower()
@@ -120,7 +109,7 @@ def locate_verified(spec: DatasetSpec, data_dir: Path | None,
     The first candidate folder that holds a file wins for that file; a missing
     file is reported with the folders searched, its checksum and where to get it.
     """
-    check_data_dir(data_dir)
+    check_data_dir(data_dir, "fashion-mnist/train-images-idx3-ubyte.gz")
     folders = candidate_folders(spec, data_dir)
     out: dict[str, Path] = {}
     for name in sorted(names if names is not None else spec.checksums):

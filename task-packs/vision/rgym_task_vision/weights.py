@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from rgym_core.datasets import DatasetError
+from rgym_core import DatasetError
 
 RESNET_SOURCE = Path(__file__).parent / "tasks" / "coco-captioning" / "starter" / "resnet.py"
 

@@ -48,9 +48,16 @@ def test_profiles_baselines_and_references(task):
     assert not cpu.reference_scores  # MLGym's figure belongs to MLGym's configuration
     for resolved in (cpu, mlgym):
         assert resolved.baseline is not None and resolved.baseline.command == "python baseline.py"
-        assert set(resolved.baseline_scores) == {m.name for m in spec.metrics}, resolved.profile
+        assert set(resolved.baseline.scores) == {m.name for m in spec.metrics}, resolved.profile
+        assert resolved.baseline.measured_on in ("data", "fixture"), resolved.profile
+        if resolved.baseline.on_fixture:  # checked by check-pack, never a baseline to score against
+            assert resolved.baseline_scores == {}, resolved.profile
         assert resolved.baseline.description  # says which data the figure comes from
-    assert mlgym.budget.action_timeout_s in (1800, 2400) and cpu.budget.action_timeout_s <= 1800
+    assert mlgym.published.baseline and mlgym.published.source.startswith("facebookresearch/MLGym")
+    assert not cpu.published.baseline  # MLGym's figures belong to MLGym's configuration
+    # MLGym's: 25 s per command, its training_timeout (1800 or 2400 s) for python/torchrun...
+    assert mlgym.budget.action_timeout_s == 25 and mlgym.budget.time_limit_s is None
+    assert mlgym.budget.training_timeout_s in (1800, 2400) and cpu.budget.action_timeout_s <= 1800
     assert "torch==2.13.0" in spec.resources.requirements
 
 

@@ -50,7 +50,7 @@ def _digest(trace: EpisodeTrace, archive: Path) -> tuple[str | None, str | None]
     cache: dict[str, tuple[str | None, str | None]] = trace.cache.setdefault("snapshot_digests", {})
     key = str(archive)
     if key not in cache:
-        from rgym_core.snapshot import archive_digest
+        from rgym_core import archive_digest
 
         try:
             cache[key] = (archive_digest(archive), None)
@@ -65,7 +65,7 @@ def check(trace: EpisodeTrace) -> list[Finding]:
     if run_dir is None or not records:
         return []
     try:
-        from rgym_core.snapshot import snapshot_archive
+        from rgym_core import snapshot_archive
     except ImportError:  # a core that records no snapshots
         trace.limits.append("this rgym records no graded snapshots: the archive was not compared with them")
         return []

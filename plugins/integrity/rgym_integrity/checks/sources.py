@@ -19,7 +19,7 @@ def check(trace: EpisodeTrace) -> list[Finding]:
     policy = trace.policy.leakage
     if policy is None:
         return []
-    from rgym_core.leakage import normalise_id, normalise_title
+    from rgym_core import normalise_id, normalise_title
 
     findings: list[Finding] = []
     for step in trace.steps:

@@ -94,7 +94,7 @@ def build(task: str, agent: str | None, base: str | None, no_cache: bool,
           find_links: tuple[str, ...], quiet: bool) -> None:
     import os
 
-    from rgym_core.registry import RegistryError, load_registry
+    from rgym_core import RegistryError, load_registry
 
     if find_links:
         os.environ["RGYM_PIP_FIND_LINKS"] = os.pathsep.join(find_links)

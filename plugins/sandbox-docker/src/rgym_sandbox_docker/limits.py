@@ -26,7 +26,7 @@ from typing import Any
 
 from attrs import define
 
-from rgym_core.specs import Resources
+from rgym_core import Resources
 
 #: Memory limit (MB) of an episode whose task and command line set none.
 DEFAULT_MEMORY_MB = 8192
@@ -65,10 +65,10 @@ class EpisodeLimits:
 
 
 def _spec_default_disk_mb() -> int:
-    """The core's default workspace quota (``rgym_core.specs.DEFAULT_DISK_MB``)."""
-    from rgym_core import specs
+    """The core's default workspace quota (``rgym_core.DEFAULT_DISK_MB``)."""
+    import rgym_core
 
-    return int(getattr(specs, "DEFAULT_DISK_MB", DEFAULT_DISK_MB))
+    return int(getattr(rgym_core, "DEFAULT_DISK_MB", DEFAULT_DISK_MB))
 
 
 def disk_mb_of(resources: Resources) -> int | None:

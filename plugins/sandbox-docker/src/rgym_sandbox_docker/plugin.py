@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rgym_core.hookspecs import hookimpl
+from rgym_core import hookimpl
 
 SANDBOX_DESCRIPTION = ("one Docker container per episode: non-root agent, read-only root-owned "
                        "datasets, no network by default, memory/process/workspace limits by "
@@ -15,7 +15,7 @@ SANDBOX_DESCRIPTION = ("one Docker container per episode: non-root agent, read-o
 
 @hookimpl
 def rgym_register_sandboxes():  # type: ignore[no-untyped-def]
-    from rgym_core.sandbox import SandboxSpec
+    from rgym_core import SandboxSpec
 
     def factory(config):  # type: ignore[no-untyped-def]
         from rgym_sandbox_docker.sandbox import DockerSandbox
@@ -53,7 +53,7 @@ def rgym_register_sandboxes():  # type: ignore[no-untyped-def]
 @hookimpl
 def rgym_cli_commands():  # type: ignore[no-untyped-def]
     try:
-        from rgym_core.cli import lazy_command
+        from rgym_core import lazy_command
     except ImportError:  # an older core: plain commands
         from rgym_sandbox_docker.cli import image, sandbox
 

@@ -44,23 +44,21 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rgym_core.sandbox import (
+from rgym_core import (
     DEFAULT_OUTPUT_LIMIT,
     TIMEOUT_EXIT_CODE,
+    DroppedEntry,
     ExecResult,
+    ExportReport,
     Sandbox,
     SandboxConfig,
     SandboxError,
     SandboxFacts,
-    WorkspaceLayout,
-    truncate_output,
-)
-from rgym_core.workspace_export import (
-    DroppedEntry,
-    ExportReport,
     WorkspaceExportError,
+    WorkspaceLayout,
     WorkspaceQuotaExceeded,
     extract_archive,
+    truncate_output,
 )
 from rgym_sandbox_docker import archives, images, lifecycle
 from rgym_sandbox_docker.execstream import StreamClosed, run_collect
@@ -81,7 +79,7 @@ WORKSPACE = "/home/agent/workspace"
 AGENT = "agent"
 AGENT_UID = 1000
 try:
-    from rgym_core.grader_protocol import EVAL_MOUNT as EVAL_DIR
+    from rgym_core import EVAL_MOUNT as EVAL_DIR
 except ImportError:  # an older core
     EVAL_DIR = "/eval"
 #: Exit status of a process killed by SIGKILL (the OOM killer's signal).

@@ -25,8 +25,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from rgym_core.sandbox import DEFAULT_OUTPUT_LIMIT, TIMEOUT_EXIT_CODE, ExecResult, truncate_output
-from rgym_core.sandboxes.output import truncation_marker
+from rgym_core import (
+    DEFAULT_OUTPUT_LIMIT,
+    TIMEOUT_EXIT_CODE,
+    ExecResult,
+    truncate_output,
+    truncation_marker,
+)
 from rgym_sandbox_docker.execstream import STDERR, ExecStream, StreamClosed, run_collect
 
 #: Seconds the host waits past a command's timeout (and the supervisor's own grace)

@@ -81,6 +81,19 @@ def _installed_grader_files() -> list[str]:
     return found
 
 
+def _grader_secret(path: str) -> str:
+    """The machine's grader secret (the runner's cache; the test names the path): with it
+    every hidden opponent, formula set and evaluation episode could be rebuilt."""
+    candidates = [path, os.path.expanduser("~/.cache/rgym/grader-secret"),
+                  "/root/.cache/rgym/grader-secret"]
+    for candidate in candidates:
+        try:
+            return Path(candidate).read_bytes().hex()[:8] + "... from " + candidate
+        except OSError:
+            continue
+    raise PermissionError("no grader secret readable at " + ", ".join(candidates))
+
+
 def _user_namespace() -> str:
     """A user namespace of its own (uid 0 there, with every capability in it)."""
     import subprocess
@@ -211,6 +224,7 @@ class EvilAgent:
             "network": _try(lambda: _connect(str(self.config.options.get("probe", "127.0.0.1:9")))),
             "stray": _try(lambda: _leave_process(token)),
             "user_namespace": _try(_user_namespace),
+            "grader_secret": _try(lambda: _grader_secret(str(self.config.options.get("secret", "")))),
         }
         thought = json.dumps(findings)
         command = context.baseline_command or "true"
@@ -240,7 +254,7 @@ class EvilAgent:
         if behaviour == "lie_budget":
             raise BudgetExceeded("cost", "I say the money is gone")
         if behaviour == "models":
-            from rgym_core.models import create_model_client
+            from rgym_core import create_model_client
 
             attempts = {}
             for name, kwargs in (("other", {"name": "openai-compatible/other-model"}),

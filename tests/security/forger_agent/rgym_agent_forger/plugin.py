@@ -47,7 +47,7 @@ class ForgerAgent:
 
     def start(self, context: TaskContext) -> None:
         if self.calls:
-            from rgym_core.models import create_model_client
+            from rgym_core import create_model_client
 
             prices = {k: v for k, v in self.config.options.items() if k in ("input_price", "output_price")}
             self.client = create_model_client(str(self.config.model), base_url=self.config.base_url, **prices)

@@ -198,8 +198,6 @@ def play_games(strategy: Any, opponent: Opponent, payoff: Payoff, check_move: Ch
 def grade(game: str, opponent: Opponent, payoff: Payoff, check_move: CheckMove,
           opponent_name: str) -> None:
     """The whole grader: read the context, play, and write the scores."""
-    import random
-
     ctx = context()
     seed = DEFAULT_SEED if ctx.seed is None else ctx.seed
     # Test hooks only: the runner passes no such variables to graders.
@@ -209,7 +207,10 @@ def grade(game: str, opponent: Opponent, payoff: Payoff, check_move: CheckMove,
         write_error("strategy.py is missing from the submission: keep the file and its "
                     "row_strategy(history) function in the workspace root", missing_submission=True)
         return
-    rng = random.Random(f"rgym-{game}-opponent-{seed}")
+    # The opponent's draws come from the task's grader secret and the grading seed:
+    # reproducible on this machine (a regrade, every cell of a sweep), unknown to the
+    # agent, which can read this file and every seed but not the secret.
+    rng = ctx.rng(f"{game}-opponent-{seed}")
     strategy = None
     try:
         # The strategy's generators get a fixed seed, never one derived from the grading

@@ -4,8 +4,9 @@ For each of the protocol's seeds the agent (``rgym_agent.make_agent``) runs in a
 confined worker (rgym's grader kit: another user, no network, no access to this folder
 or ``private/``, no simulator) driven by the grader's own ``rgym_rl_driver.py``.  This
 process owns the MuJoCo environment (gymnasium), gives the agent exactly the
-profile's number of interactions, then runs the evaluation episodes with its own
-seeds and sums the rewards: **average return** (mean over evaluation episodes, then
+profile's number of interactions, then runs the evaluation episodes with seeds drawn
+from the task's grader secret (never the public ones ``rgym_check.py`` uses) and sums
+the rewards: **average return** (mean over evaluation episodes, then
 over seeds).  JSON records under ``logs/`` and any other file the agent wrote are
 never read.
 """
@@ -96,7 +97,8 @@ def main() -> None:
             try:
                 results.append(run_seed(exchange_with(worker), protocol, seed, profile,
                                         act_timeout=min(wall, 120), observe_timeout=wall,
-                                        start_timeout=min(wall, 900)))
+                                        start_timeout=min(wall, 900),
+                                        secret=kit.context().secret(f"episodes-{seed}")))
             except (AgentError, kit.WorkerError) as exc:
                 write({"error": f"seed {seed}: {exc}"})
                 return

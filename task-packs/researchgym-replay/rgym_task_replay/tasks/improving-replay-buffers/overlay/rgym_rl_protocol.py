@@ -15,6 +15,7 @@ trained elsewhere and shipped in the code shows up there.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import statistics
@@ -87,9 +88,18 @@ def make_env(protocol: Protocol) -> Any:
 
 def run_seed(exchange: Exchange, protocol: Protocol, seed: int, profile: str, *,
              act_timeout: float = 60, observe_timeout: float = 600,
-             start_timeout: float = 600) -> SeedResult:
-    """Train the agent for exactly ``train_steps`` interactions, then evaluate it."""
+             start_timeout: float = 600, secret: bytes | None = None) -> SeedResult:
+    """Train the agent for exactly ``train_steps`` interactions, then evaluate it.
+
+    The evaluation episodes' environment seeds are ``10000 + 100 x seed + episode``
+    (public: what ``rgym_check.py`` uses locally), or, given the grader's ``secret``,
+    drawn from it: no policy can then be fitted to the episodes it is scored on."""
     import numpy as np
+
+    def episode_seed(public: int, name: str) -> int:
+        if secret is None:
+            return public
+        return int.from_bytes(hashlib.sha256(secret + b"\0" + name.encode()).digest()[:4], "big")
 
     env = make_env(protocol)
     low, high = env.action_space.low.astype(np.float64), env.action_space.high.astype(np.float64)
@@ -100,7 +110,8 @@ def run_seed(exchange: Exchange, protocol: Protocol, seed: int, profile: str, *,
     _ask(exchange, {"op": "start", "spec": spec}, start_timeout, "make_agent")
     # One deterministic episode before any interaction: a high return here means the
     # policy was trained elsewhere (weights shipped in the code), which the budget forbids.
-    initial_return, _ = _episode(exchange, protocol, 20_000 + seed, act_timeout, "before training", low, high)
+    initial_return, _ = _episode(exchange, protocol, episode_seed(20_000 + seed, "initial"),
+                                 act_timeout, "before training", low, high)
     obs, _ = env.reset(seed=seed)
     env.action_space.seed(seed)
     episode_return, train_returns = 0.0, []
@@ -122,8 +133,9 @@ def run_seed(exchange: Exchange, protocol: Protocol, seed: int, profile: str, *,
     env.close()
     returns, lengths = [], []
     for episode in range(protocol.eval_episodes):
-        total, length = _episode(exchange, protocol, 10_000 + seed * 100 + episode, act_timeout,
-                                 f"in evaluation episode {episode}", low, high)
+        total, length = _episode(exchange, protocol,
+                                 episode_seed(10_000 + seed * 100 + episode, f"evaluation-{episode}"),
+                                 act_timeout, f"in evaluation episode {episode}", low, high)
         returns.append(total)
         lengths.append(length)
     _ask(exchange, {"op": "end"}, 60, "closing")

@@ -3,8 +3,9 @@
 Shared by the three tasks (``grader.include`` copies this folder into every
 evaluation's ``grader/``).  The submission is ``config.yaml`` plus exactly five
 checkpoints ``checkpoints/*.msgpack``.  For each checkpoint, this process resets
-``SEEDS x ENVS_PER_SEED`` gymnax environments from the grader's seeds (the same starts
-for every checkpoint); the five play in lockstep, and at every step the grader sends
+``SEEDS x ENVS_PER_SEED`` gymnax environments from keys derived from the grading seed
+and the task's grader secret (the same starts for every checkpoint; no public seed
+reproduces them, so no policy can be fitted to the evaluation episodes); the five play in lockstep, and at every step the grader sends
 the observations of the running episodes to the policy worker (the agent's
 ``src/networks.py`` and parameters, confined by the grader kit's ``start_worker``:
 another unprivileged user, no network, no view of the grader), checks the
@@ -217,7 +218,8 @@ def check_actions(actions, rows: int, space) -> Any:
 
 
 def evaluate(env_name: str, horizon: int, submission: Path, seed: int, *,
-             envs_per_seed: int = ENVS_PER_SEED, total_limit_s: float = TOTAL_LIMIT_S) -> dict[str, Any]:
+             envs_per_seed: int = ENVS_PER_SEED, total_limit_s: float = TOTAL_LIMIT_S,
+             secret: bytes = b"") -> dict[str, Any]:
     """Score the submission; raises :class:`EvaluationError` with the reason when it cannot."""
     names = find_checkpoints(submission)
     started = time.monotonic()
@@ -225,7 +227,7 @@ def evaluate(env_name: str, horizon: int, submission: Path, seed: int, *,
     # JAX exists yet when we fork.
     worker = PolicyWorker(names, deadline=started + total_limit_s)
     try:
-        return _evaluate(worker, names, env_name, horizon, seed, envs_per_seed, started)
+        return _evaluate(worker, names, env_name, horizon, seed, envs_per_seed, started, secret)
     finally:
         worker.close()
 
@@ -247,7 +249,7 @@ def _make_env(env_name: str):
 
 
 def _evaluate(worker: PolicyWorker, names: list[str], env_name: str, horizon: int, seed: int,
-              envs_per_seed: int, started: float) -> dict[str, Any]:
+              envs_per_seed: int, started: float, secret: bytes = b"") -> dict[str, Any]:
     """The five checkpoints play in lockstep: at every step one request carries the
     observations of every checkpoint's running episodes, and one answer their actions."""
     import jax
@@ -258,12 +260,16 @@ def _evaluate(worker: PolicyWorker, names: list[str], env_name: str, horizon: in
     space = env.action_space(env_params)
     rows = SEEDS * envs_per_seed            # environments per checkpoint
     total = len(names) * rows
-    step_keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(seed), 1000 + i)
-                           for i in range(len(names))])
+    # 32 bits of the seed and 256 of the secret (eight 32-bit words folded in).
+    words = [int.from_bytes(secret[i:i + 4], "big") for i in range(0, len(secret) - 3, 4)]
+    root = jax.random.PRNGKey(seed)
+    for word in words:
+        root = jax.random.fold_in(root, word)
+    step_keys = jnp.stack([jax.random.fold_in(root, 1000 + i) for i in range(len(names))])
 
     @jax.jit
     def reset():
-        per_seed = [jax.random.split(jax.random.PRNGKey(seed * SEEDS + s), envs_per_seed)
+        per_seed = [jax.random.split(jax.random.fold_in(root, s), envs_per_seed)
                     for s in range(SEEDS)]
         keys = jnp.tile(jnp.concatenate(per_seed), (len(names), 1))  # same starts for each checkpoint
         return jax.vmap(env.reset, in_axes=(0, None))(keys, env_params)
@@ -283,7 +289,7 @@ def _evaluate(worker: PolicyWorker, names: list[str], env_name: str, horizon: in
     obs_size = int(np.prod(env.observation_space(env_params).shape))
     max_bytes = total * max(obs_size, 16) * 8 + 1024
     # The order of the rows the worker sees, reshuffled at every step.
-    shufflers = [np.random.default_rng([seed, 7919, i]) for i in range(len(names))]
+    shufflers = [np.random.default_rng([seed, 7919, i, *words]) for i in range(len(names))]
     obs, state = reset()
     returns, alive = jnp.zeros(total), jnp.ones(total)
     running = np.ones(total, dtype=bool)
@@ -359,8 +365,12 @@ def grade(env_name: str, horizon: int) -> None:
     envs = int(os.environ.get("RGYM_RL_EVAL_ENVS", "") or ENVS_PER_SEED)
     limit = float(os.environ.get("RGYM_RL_TIME_LIMIT_S", "") or TOTAL_LIMIT_S)
     try:
+        secret = ctx.secret(f"evaluation-keys-{seed}")
+    except RuntimeError as exc:
+        raise SystemExit(f"{exc}") from None
+    try:
         result = evaluate(env_name, horizon, ctx.submission_dir, seed, envs_per_seed=envs,
-                          total_limit_s=limit)
+                          total_limit_s=limit, secret=secret)
     except MissingSubmission as exc:
         write_error(str(exc), missing_submission=True)
         return

@@ -1,15 +1,17 @@
 """Grader of mlgym/3sat (hidden from the agent).
 
-Checks the instance file against its recorded SHA-256, then solves every formula
-with ``reference_solver.py`` (the pack's pristine starter ``solver.py``, copied into
-this folder through ``grader.include``) and the agent's ``heuristic_fn``.
+Draws the evaluation set from the task's grader secret (``instances.py``: 64 random
+3-SAT formulas at the threshold, the same on every grading on this machine, rebuilt
+from no public seed), then solves every formula with ``reference_solver.py`` (the
+pack's pristine starter ``solver.py``, copied into this folder through
+``grader.include``) and the agent's ``heuristic_fn``.
 
 The agent's code runs in a confined worker of the grader kit (``rgym_grader_kit``):
 another unprivileged user, no network, a private copy of the submission, no view of
-this folder (the labels), of the seed or of this process.  It receives one formula
-at a time, solves it with the reference solver (sent to it) and the heuristic, and
-answers the verdict, the model and the *decision trace* (every decision the
-heuristic made, in order).
+this folder (the generator), of the secret, of the seed or of this process.  It
+receives one formula at a time, solves it with the reference solver (sent to it) and
+the heuristic, and answers the verdict, the model and the *decision trace* (every
+decision the heuristic made, in order).
 
 What is trusted, and why:
 
@@ -18,14 +20,19 @@ What is trusted, and why:
 * **Decisions**: counted here, not taken from the worker.  The grader replays the
   reported trace with its own copy of the solver: the replay must need exactly those
   decisions, in that order, and reach the same verdict.  A worker that changes the
-  solver, invents a short trace or reports a false count gets an error.
+  solver, invents a short trace or reports a false count gets an error.  ``Decisions`` is
+  scaled like ``Time``: the agent's count times ``REFERENCE_BASELINE_DECISIONS / the
+  starter's count on the same formulas`` (the formulas differ between machines, whose
+  grader secrets differ); the raw counts are in the details.
 * **Time** (primary; MLGym's name): the wall-clock seconds of all solves, measured
   here around each request, *normalised by the baseline solver timed in the same
-  grading run*: right after each formula the grader solves it again in this process
-  with the starter's heuristic (``baseline_heuristic``), and ``Time`` is the agent's
-  seconds times ``REFERENCE_BASELINE_S / baseline seconds``.  Machine speed and load
-  act on both and cancel, so the starter scores about ``REFERENCE_BASELINE_S`` on any
-  machine and ``Time`` reads as seconds on the development machine.  The raw seconds
+  grading run*: every formula is also solved by the starter's heuristic
+  (``baseline_heuristic.py``, the pack's starter ``heuristic.py``) in a second worker
+  of the same kind, through the same requests, checks and replay, the two taking turns
+  to go first; ``Time`` is the agent's seconds times ``REFERENCE_BASELINE_S / baseline
+  seconds``.  Machine speed, load and the cost of the worker round trips act on both
+  alike and cancel, so the starter scores about ``REFERENCE_BASELINE_S`` on any machine
+  and ``Time`` reads as seconds on the development machine.  The raw seconds
   are in the details.  Its lower bound is trusted: each formula counts at least the
   time the grader's own solver takes to replay the trace, so a worker that patches
   the solver to run faster gains nothing over a heuristic that costs nothing.
@@ -33,7 +40,6 @@ What is trusted, and why:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -44,6 +50,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from instances import dumps, evaluation_set, sha256  # noqa: E402
 from reference_solver import DPLL, HeuristicError  # noqa: E402
 from rgym_grader_kit import (  # noqa: E402
     Limits,
@@ -54,14 +61,17 @@ from rgym_grader_kit import (  # noqa: E402
     write_scores,
 )
 
-INSTANCES = HERE / "instances.json"
-INSTANCES_SHA256 = "547e6e55581c39a279a02c5a73b402ad13a2a39c71aa25f672b3f79ec37f14c7"
 PER_INSTANCE_LIMIT_S = 60.0
 TOTAL_LIMIT_S = 600.0
 IMPORT_LIMIT_S = 60.0
 #: The starter's seconds for the 64 formulas on the 2-core development machine: ``Time``
 #: is expressed in these seconds (the agent's seconds scaled by the in-run baseline's).
 REFERENCE_BASELINE_S = 2.761
+#: The starter's decisions on the 64 formulas the pack shipped before the evaluation set
+#: was drawn from the grader secret: ``Decisions`` is expressed in these (the agent's
+#: decisions scaled by the starter's on the same formulas), so it compares across
+#: machines whose secrets, and so formulas, differ.
+REFERENCE_BASELINE_DECISIONS = 6254
 WORKER_LIMITS = Limits(wall_s=TOTAL_LIMIT_S + IMPORT_LIMIT_S + 60.0, memory_mb=2048, pids=32,
                        file_mb=64)
 
@@ -121,39 +131,19 @@ for line in stdin:
 '''
 
 
-def baseline_heuristic(clauses: list[list[int]], assignments: dict[int, bool], *_: Any) -> tuple[int, bool]:
-    """The starter's heuristic (starter/heuristic.py): a seeded random unassigned variable
-    of the open clauses, True first.  Timed in every grading run as the yardstick of
-    ``Time``."""
-    import random
-
-    rng = random.Random(10)
-    unassigned = sorted({abs(lit) for clause in clauses for lit in clause
-                         if abs(lit) not in assignments})
-    return rng.choice(unassigned), True
-
-
-def time_baseline(instance: dict[str, Any]) -> float:
-    """Seconds the grader's solver takes on ``instance`` with the baseline heuristic."""
-    started = time.perf_counter()
-    sat = DPLL(instance["clauses"], baseline_heuristic).solve()
-    spent = time.perf_counter() - started
-    if sat != (instance["label"] == "SAT"):
-        raise RuntimeError(f"formula {instance['id']}: the baseline solver disagrees with the "
-                           "recorded label; the evaluation set or reference_solver.py is damaged")
-    return spent
-
-
 class SubmissionError(Exception):
     """The agent's heuristic failed; the message says how."""
 
 
 class HeuristicProcess:
-    """The agent's heuristic in a confined worker, with the grader's solver."""
+    """A heuristic in a confined worker, with the grader's solver: the agent's (from the
+    submission), or the starter's (``baseline=True``: the yardstick of ``Time``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, baseline: bool = False) -> None:
+        files = {"heuristic.py": HERE / "baseline_heuristic.py"} if baseline else None
         try:
-            self.worker = start_worker(["python", "-c", WORKER], limits=WORKER_LIMITS,
+            self.worker = start_worker(["python", "-c", WORKER], limits=WORKER_LIMITS, files=files,
+                                       with_submission=not baseline,
                                        name="the process running heuristic_fn")
         except WorkerError as exc:
             raise SubmissionError(str(exc)) from None
@@ -264,17 +254,30 @@ def check_answer(instance: dict[str, Any], reply: dict[str, Any]) -> str | None:
     return None
 
 
+def solve_timed(worker: HeuristicProcess, instance: dict[str, Any],
+                limit_s: float) -> tuple[float, int, bool]:
+    """Solve ``instance`` with ``worker``; check the answer and replay its decisions.
+    Returns the seconds (at least the replay's), the decisions, and whether the time
+    was floored to the replay's.  Raises SubmissionError."""
+    t0 = time.perf_counter()
+    reply = worker.solve(instance["clauses"], limit_s)
+    spent = time.perf_counter() - t0
+    problem = check_answer(instance, reply)
+    if problem:
+        raise SubmissionError(f"wrong answer: {problem}")
+    count, replay_s = replay(instance, reply)
+    return max(spent, replay_s), count, replay_s > spent
+
+
 def main() -> None:
     ctx = context()
-    data = INSTANCES.read_bytes()
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != INSTANCES_SHA256:
-        sys.stderr.write(f"grader/instances.json has SHA-256 {digest}, expected "
-                         f"{INSTANCES_SHA256}: the evaluation set is damaged or was changed. "
-                         "Reinstall the pack, or regenerate it with `python -m "
-                         "rgym_task_sat.generate` and record the new checksum.\n")
+    try:
+        instance_set = evaluation_set(ctx.secret("instances"))
+    except RuntimeError as exc:
+        sys.stderr.write(f"{exc}\n")
         sys.exit(2)
-    instances = json.loads(data)["instances"]
+    digest = sha256(dumps(instance_set))
+    instances = instance_set["instances"]
     # Test hook only: the runner passes no such variable to graders.
     instance_limit = float(os.environ.get("RGYM_SAT_INSTANCE_LIMIT_S", "") or PER_INSTANCE_LIMIT_S)
     if not (ctx.submission_dir / "heuristic.py").is_file():
@@ -282,34 +285,34 @@ def main() -> None:
                     "heuristic_fn function in the workspace root", missing_submission=True)
         return
     started = time.monotonic()
-    total_time = 0.0
-    baseline_time = 0.0
-    decisions = 0
-    floored = 0
+    total_time = baseline_time = 0.0
+    decisions = baseline_decisions = floored = 0
     per_size: dict[str, dict[str, float]] = {}
-    worker = None
+    worker = baseline = None
     try:
         worker = HeuristicProcess()
-        for instance in instances:
+        try:
+            baseline = HeuristicProcess(baseline=True)
+        except SubmissionError as exc:
+            raise RuntimeError(f"the starter heuristic could not start: {exc}") from None
+        for index, instance in enumerate(instances):
             left = TOTAL_LIMIT_S - (time.monotonic() - started)
             if left <= 0:
                 raise SubmissionError(f"solving the {len(instances)} formulas took more than "
                                       f"{TOTAL_LIMIT_S:g} s in total; make the heuristic faster")
-            t0 = time.perf_counter()
-            reply = worker.solve(instance["clauses"], min(instance_limit, left))
-            spent = time.perf_counter() - t0
-            problem = check_answer(instance, reply)
-            if problem:
-                raise SubmissionError(f"wrong answer: {problem}")
-            count, replay_s = replay(instance, reply)
-            if replay_s > spent:
-                floored += 1
-                spent = replay_s
+            # The yardstick on the same formula, through the same worker round trips, the
+            # two taking turns to go first, so a load that changes during the run weighs
+            # on both alike.
+            if index % 2:
+                base_s, base_count, _ = _baseline_solve(baseline, instance)
+            spent, count, was_floored = solve_timed(worker, instance, min(instance_limit, left))
+            if not index % 2:
+                base_s, base_count, _ = _baseline_solve(baseline, instance)
+            floored += was_floored
             total_time += spent
-            # The yardstick, formula by formula right after the agent's solve, so a load
-            # that changes during the run weighs on both alike.
-            baseline_time += time_baseline(instance)
+            baseline_time += base_s
             decisions += count
+            baseline_decisions += base_count
             size = per_size.setdefault(str(instance["num_vars"]), {"time_s": 0.0, "decisions": 0})
             size["time_s"] = round(size["time_s"] + spent, 4)
             size["decisions"] += count
@@ -317,22 +320,39 @@ def main() -> None:
         write_error(str(exc))
         return
     finally:
-        if worker is not None:
-            worker.close()
+        for process in (worker, baseline):
+            if process is not None:
+                process.close()
     ratio = total_time / baseline_time if baseline_time > 0 else float("inf")
-    write_scores({"Time": round(ratio * REFERENCE_BASELINE_S, 3), "Decisions": decisions},
+    decision_ratio = decisions / baseline_decisions if baseline_decisions else float("inf")
+    write_scores({"Time": round(ratio * REFERENCE_BASELINE_S, 3),
+                  "Decisions": round(decision_ratio * REFERENCE_BASELINE_DECISIONS, 1)},
                  details={"formulas": len(instances), "correct": len(instances),
                           "time_s": round(total_time, 3), "baseline_time_s": round(baseline_time, 3),
                           "time_ratio_to_baseline": round(ratio, 4),
                           "reference_baseline_s": REFERENCE_BASELINE_S,
+                          "decisions": decisions, "baseline_decisions": baseline_decisions,
+                          "decision_ratio_to_baseline": round(decision_ratio, 4),
+                          "reference_baseline_decisions": REFERENCE_BASELINE_DECISIONS,
                           "per_size": per_size, "instances_sha256": digest,
                           "time_floored_to_replay": floored,
                           "note": "Time is the wall-clock seconds of the solves (at least the "
                                   "grader's own replay of each) times reference_baseline_s / "
-                                  "baseline_time_s, the starter heuristic timed in this run, so "
-                                  "machine speed and load cancel; time_s is the raw figure. "
-                                  "Decisions are counted by the grader's replay of the "
-                                  "heuristic's decisions"})
+                                  "baseline_time_s, the starter heuristic timed in this run the "
+                                  "same way, so machine speed and load cancel; time_s is the raw "
+                                  "figure. Decisions (raw: decisions) are counted by the grader's "
+                                  "replay of the heuristic's decisions and scaled the same way by "
+                                  "the starter's on the same formulas (baseline_decisions); the "
+                                  "formulas come from this machine's grader secret "
+                                  "(instances_sha256 names them)"})
+
+
+def _baseline_solve(baseline: HeuristicProcess, instance: dict[str, Any]) -> tuple[float, int, bool]:
+    try:
+        return solve_timed(baseline, instance, PER_INSTANCE_LIMIT_S)
+    except SubmissionError as exc:
+        raise RuntimeError(f"formula {instance['id']}: the starter heuristic failed ({exc}); "
+                           "the evaluation set or reference_solver.py is damaged") from None
 
 
 if __name__ == "__main__":
