@@ -520,10 +520,11 @@ class Episode:
     # -- the loop ---------------------------------------------------------------
 
     def check_devices(self) -> None:
-        """Refuse, before anything is created, a task profile that declares GPUs
-        (``resources.gpus``) on a machine without them, unless ``--gpus`` says how many
-        to give it (``--gpus 0``: run it without one, knowingly).  A GPU task never runs
-        on the CPU by accident, its numbers compared with the GPU runs'."""
+        """Refuse, before anything is created, a profile rgym cannot run as the original
+        did (``unavailable:``), and one that declares GPUs (``resources.gpus``) on a
+        machine without them unless ``--gpus`` says how many to give it (``--gpus 0``: run
+        it without one, knowingly).  Neither runs on something smaller by accident, its
+        numbers compared with the original's."""
         chosen = self.task.profiles.get(self.profile) if self.profile else None
         if chosen is not None and chosen.unavailable:
             raise RunError(f"task '{self.task.id}' profile '{self.profile}' cannot run in rgym yet: "

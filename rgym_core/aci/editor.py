@@ -80,7 +80,24 @@ def apply_change(ctx: ToolContext, path: str, original: list[str], proposed: lis
     except PermissionError:
         raise ToolError(f"Permission denied writing {path}; this file is read-only") from None
     view = show(ctx, path, start_for_line(changed_from, window), proposed)
-    return ToolResult(output=f"{view}\n{APPLIED}", info={"applied": True})
+    return ToolResult(output=f"{view}\n{APPLIED}",
+                      info={"applied": True, "path": path, "diff": change_diff(path, original, proposed)})
+
+
+#: The diff an edit records for the viewer is cut here (the file itself is whole).
+MAX_RECORDED_DIFF = 60_000
+
+
+def change_diff(path: str, original: list[str], proposed: list[str]) -> str:
+    """The unified diff of one change to ``path`` (recorded in the step's
+    ``observation.info.diff`` for ``rgym view``; never shown to the model)."""
+    import difflib
+
+    text = "".join(difflib.unified_diff([f"{line}\n" for line in original], [f"{line}\n" for line in proposed],
+                                        fromfile=f"a/{path.lstrip('/')}", tofile=f"b/{path.lstrip('/')}"))
+    if len(text) > MAX_RECORDED_DIFF:
+        text = text[:MAX_RECORDED_DIFF] + f"\n[... diff cut at {MAX_RECORDED_DIFF:,} characters ...]\n"
+    return text
 
 
 def _body_lines(text: str | None) -> list[str]:

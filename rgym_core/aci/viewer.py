@@ -250,4 +250,7 @@ class CreateTool(Tool):
             ctx.sandbox.write_file(path, join_lines(lines))
         except PermissionError:
             raise ToolError(f"Permission denied writing {path}") from None
-        return show(ctx, path, 1, lines)
+        from rgym_core.aci.editor import change_diff
+
+        return ToolResult(output=show(ctx, path, 1, lines),
+                          info={"applied": True, "path": path, "diff": change_diff(path, [], lines)})

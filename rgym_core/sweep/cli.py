@@ -12,8 +12,9 @@ import click
 from rgym_core.cli import EXIT_USAGE, _split_csv, get_registry, output_folder_problem
 from rgym_core.commands.run import config_values, parse_pairs, run_cmd
 
-#: ``rgym run`` parameters that are axes or per-cell in a sweep (not shared as is).
-_NOT_SHARED = {"task", "agent", "model", "profile", "seed", "runs_dir", "as_json", "quiet"}
+#: ``rgym run`` parameters that are axes or per-cell in a sweep (not shared as is);
+#: ``--price`` sets RGYM_PRICE in this process only (a sweep's workers read it from their env).
+_NOT_SHARED = {"task", "agent", "model", "profile", "seed", "runs_dir", "as_json", "quiet", "prices"}
 
 
 def shared_run_params() -> list[click.Parameter]:

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import IO, Any
 
-from rgym_core.sweep.status import RUNNING, WAITING, SweepStatus, duration_text
+from rgym_core.sweep.status import QUEUED, RUNNING, WAITING, SweepStatus, duration_text
 
 
 def _score_text(value: float | None) -> str:
@@ -32,10 +32,12 @@ def render(status: SweepStatus, *, max_running: int = 8) -> Any:
     done, failed = status.count("done"), status.count("failed")
     running = status.count(RUNNING) + status.count(WAITING)
     pending = status.count("pending")
+    queued = status.count(QUEUED)
     eta = status.eta_s()
     head = Text.assemble(
         ("rgym sweep ", "bold"), (status.sweep_dir, "cyan"), f"  ({status.executor})\n",
-        ("done ", ""), (f"{done}/{total}", "green"), "  running ", (str(running), "yellow"),
+        ("done ", ""), (f"{done}/{total}", "green"), "  queued ", (str(queued), "blue" if queued else ""),
+        "  running ", (str(running), "yellow"),
         "  failed ", (str(failed), "red" if failed else ""), f"  pending {pending}",
         f"  retries {status.retries}", f"  cost ${status.cost_usd:.4f}",
         f"  elapsed {duration_text(status.elapsed_s)}",
@@ -43,24 +45,27 @@ def render(status: SweepStatus, *, max_running: int = 8) -> Any:
         ("  stopping: waiting for running episodes (Ctrl-C again: exit now)" if status.cancelling else "",
          "bold red"))
     table = Table(show_edge=False, pad_edge=False, expand=False)
-    for name, justify in (("task", "left"), ("done", "right"), ("running", "right"),
+    for name, justify in (("task", "left"), ("done", "right"), ("queued", "right"), ("running", "right"),
                           ("failed", "right"), ("pending", "right"), ("mean score", "right"),
                           ("cost", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for tally in status.tallies():
         mean = tally.mean_score
-        table.add_row(tally.task, f"{tally.done}/{tally.total}", str(tally.running) if tally.running else "",
+        table.add_row(tally.task, f"{tally.done}/{tally.total}", str(tally.queued) if tally.queued else "",
+                      str(tally.running) if tally.running else "",
                       str(tally.failed) if tally.failed else "", str(tally.pending) if tally.pending else "",
                       (f"{_score_text(mean)} {tally.metric}" if mean is not None else "-"),
                       f"${tally.cost_usd:.4f}")
     parts: list[Any] = [head, table]
-    active = [r for r in status.rows.values() if r.state in (RUNNING, WAITING)]
+    active = [r for r in status.rows.values() if r.state in (RUNNING, WAITING, QUEUED)]
     if active:
         lines = Text()
         now = time.monotonic()
         for row in sorted(active, key=lambda r: r.started or now)[:max_running]:
             age = duration_text(now - row.started) if row.started else "-"
-            what = "waiting for another process" if row.state == WAITING else f"step {row.step or 0}"
+            what = ("waiting for another process" if row.state == WAITING
+                    else "queued (the scheduler has not started it)" if row.state == QUEUED
+                    else f"step {row.step or 0}")
             attempt = f", attempt {row.attempt}" if row.attempt > 1 else ""
             lines.append(f"  > {row.cell.label}: {what}, {age}, ${row.cost_usd:.4f}{attempt}\n")
         if len(active) > max_running:
@@ -147,6 +152,9 @@ class Display:
             line = f"[{finished}/{status.total}] {label}: {event.get('outcome')}: {what}"
         elif kind == "cell_retry":
             line = f"retrying {event['cell']} (attempt {event['attempt']}): {event.get('reason')}"
+        elif kind == "cell_queued":
+            where = f" as job {event['job_id']}" if event.get("job_id") else ""
+            line = f"queued {event['cell']}{where}" + (" (adopted)" if event.get("adopted") else "")
         elif kind == "cell_retired":
             line = f"moved aside {event['cell']}: {event['reason']} -> {event['moved_to']}"
         elif kind == "sweep_end" and event.get("cancelled"):

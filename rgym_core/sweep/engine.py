@@ -28,7 +28,7 @@ from attrs import define, field
 from rgym_core.sweep.executors import EpisodeJob, Executor, JobUpdate, preparing
 from rgym_core.sweep.folder import CellState, SweepFolder
 from rgym_core.sweep.matrix import Cell, SweepSpec, cell_config
-from rgym_core.sweep.status import DONE, FAILED, PENDING, WAITING, SweepStatus
+from rgym_core.sweep.status import DONE, FAILED, PENDING, QUEUED, RUNNING, WAITING, SweepStatus
 
 EventSink = Callable[[dict[str, Any]], None]
 
@@ -262,6 +262,7 @@ class SweepEngine:
                               elapsed_s=time.monotonic() - started, cost_usd=self.status.cost_usd)
             self.emit("sweep_end", done=outcome.done, failed=outcome.failed,
                       pending=self.status.count(PENDING) + self.status.count(WAITING),
+                      queued=self.status.count(QUEUED), running=self.status.count(RUNNING),
                       cancelled=outcome.cancelled, stopped_by=self._stop_reason,
                       elapsed_s=round(outcome.elapsed_s, 3), cost_usd=round(outcome.cost_usd, 6),
                       exit_code=outcome.exit_code)
@@ -291,7 +292,11 @@ class SweepEngine:
         cell = self._inflight.get(update.key)
         if cell is None:
             return
-        if update.kind == "started":
+        if update.kind == "queued":  # submitted; the scheduler has not started it yet
+            self.status.queued_cell(cell.key, self._attempts.get(cell.key, 1))
+            self.emit("cell_queued", **self._cell_data(cell), attempt=self._attempts.get(cell.key, 1),
+                      **{k: v for k, v in update.detail.items() if k in ("job_id", "adopted", "state")})
+        elif update.kind == "started":
             self.status.started_cell(cell.key, self._attempts.get(cell.key, 1))
             self.emit("cell_start", **self._cell_data(cell), attempt=self._attempts.get(cell.key, 1),
                       **{k: v for k, v in update.detail.items() if k in ("job_id", "adopted")})

@@ -15,8 +15,8 @@ from attrs import define, field
 
 from rgym_core.sweep.matrix import Cell
 
-#: Row states.
-PENDING, RUNNING, DONE, FAILED, WAITING = "pending", "running", "done", "failed", "waiting"
+#: Row states (``queued``: submitted, but the scheduler has not started it yet).
+PENDING, QUEUED, RUNNING, DONE, FAILED, WAITING = "pending", "queued", "running", "done", "failed", "waiting"
 
 
 @define
@@ -47,12 +47,13 @@ class TaskTally:
     done: int = 0
     failed: int = 0
     running: int = 0
+    queued: int = 0
     scores: list[float] = field(factory=list)
     cost_usd: float = 0.0
 
     @property
     def pending(self) -> int:
-        return self.total - self.done - self.failed - self.running
+        return self.total - self.done - self.failed - self.running - self.queued
 
     @property
     def mean_score(self) -> float | None:
@@ -89,6 +90,12 @@ class SweepStatus:
         row.error = result.error
 
     # -- updates -----------------------------------------------------------------------
+    def queued_cell(self, key: str, attempt: int) -> None:
+        """Submitted to a scheduler that has not started it yet (a pending Slurm job)."""
+        row = self.rows[key]
+        row.state, row.attempt, row.started, row.step, row.cost_usd = QUEUED, attempt, None, None, 0.0
+        row.error = None
+
     def started_cell(self, key: str, attempt: int) -> None:
         row = self.rows[key]
         row.state, row.attempt, row.started, row.step, row.cost_usd = RUNNING, attempt, time.monotonic(), 0, 0.0
@@ -137,7 +144,7 @@ class SweepStatus:
         """Seconds left at this invocation's rate of finished episodes (``None`` until
         one finished)."""
         finished_now = [r for r in self.rows.values() if r.state in (DONE, FAILED) and not r.earlier]
-        left = self.count(PENDING) + self.count(RUNNING) + self.count(WAITING)
+        left = self.count(PENDING) + self.count(QUEUED) + self.count(RUNNING) + self.count(WAITING)
         if left == 0:
             return 0.0
         if not finished_now:
@@ -160,6 +167,8 @@ class SweepStatus:
                 tally.failed += 1
             elif row.state in (RUNNING, WAITING):
                 tally.running += 1
+            elif row.state == QUEUED:
+                tally.queued += 1
         return [out[k] for k in sorted(out)]
 
 
@@ -172,5 +181,5 @@ def duration_text(seconds: float | None) -> str:
     return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
-__all__ = ["CellRow", "DONE", "FAILED", "PENDING", "RUNNING", "SweepStatus", "TaskTally", "WAITING",
+__all__ = ["CellRow", "DONE", "FAILED", "PENDING", "QUEUED", "RUNNING", "SweepStatus", "TaskTally", "WAITING",
            "duration_text"]

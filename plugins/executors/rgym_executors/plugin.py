@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rgym_core.hookspecs import hookimpl
+from rgym_core import hookimpl
 
 if TYPE_CHECKING:
-    from rgym_core.sweep.executors import Executor, ExecutorOptions, ExecutorSpec
+    from rgym_core import Executor, ExecutorOptions, ExecutorSpec
 
 
 def _ray(options: ExecutorOptions) -> Executor:
@@ -25,7 +25,7 @@ def _slurm(options: ExecutorOptions) -> Executor:
 
 @hookimpl
 def rgym_register_executors() -> list[ExecutorSpec]:
-    from rgym_core.sweep.executors import ExecutorSpec
+    from rgym_core import ExecutorSpec
 
     specs: list[Any] = [
         ExecutorSpec(name="executors/ray", factory=_ray,

@@ -34,20 +34,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rgym_core.sweep.executors import (
+from rgym_core import (
+    Cell,
     EpisodeJob,
     Executor,
     ExecutorOptions,
     JobUpdate,
+    SweepFolder,
+    job_payload,
     job_requirements,
+    plugin_names,
+    run_job,
 )
-from rgym_core.sweep.folder import SweepFolder
-from rgym_core.sweep.matrix import Cell
-from rgym_core.sweep.worker import job_payload, plugin_names, run_job
 
 #: Slurm job states in which a job may still write its run directory.
 ACTIVE_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING",
                  "SIGNALING", "STAGE_OUT")
+#: States of a job that has not started yet (reported ``queued``; the others ``started``).
+WAITING_STATES = ("PENDING", "CONFIGURING", "REQUEUED")
 #: Seconds a job may be gone from the queue before its result file must exist.
 RESULT_GRACE_S = 15.0
 DEFAULT_TIME_MIN = 1440
@@ -105,6 +109,8 @@ class SlurmExecutor(Executor):
         self._plugins: list[str] = []
         self._jobs: dict[str, tuple[Any, Cell]] = {}
         self._gone_since: dict[str, float] = {}
+        self._started: set[str] = set()  # cells whose job Slurm has started
+        self._adopted: set[str] = set()
         self._updates: list[JobUpdate] = []
         self._last_queue = 0.0
         self._queue: dict[str, str] | None = {}
@@ -178,10 +184,11 @@ class SlurmExecutor(Executor):
         with self.journal.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps({"cell": job.key, "job_id": str(slurm_job.job_id), "attempt": job.attempt,
                                  "time": time.time()}) + "\n")
-        self._updates.append(JobUpdate(job.key, "started", detail={"job_id": str(slurm_job.job_id)}))
+        self._updates.append(JobUpdate(job.key, "queued", detail={"job_id": str(slurm_job.job_id)}))
 
     def _track(self, slurm_job: Any, cell: Cell) -> None:
         self._jobs[cell.key] = (slurm_job, cell)
+        self._started.discard(cell.key)
 
     def adopt(self, cells: list[Cell]) -> list[str]:
         """Take over the journaled jobs of ``cells`` that Slurm still queues or runs
@@ -203,7 +210,9 @@ class SlurmExecutor(Executor):
                 continue
             slurm_job = self._submitit.SlurmJob(folder=self.job_dir / "%j", job_id=job_id)
             self._track(slurm_job, cell)
-            self._updates.append(JobUpdate(cell.key, "started", detail={"job_id": job_id, "adopted": True}))
+            self._adopted.add(cell.key)
+            self._updates.append(JobUpdate(cell.key, "queued", detail={"job_id": job_id, "adopted": True,
+                                                                       "state": queue[job_id]}))
             adopted.append(cell.key)
         return adopted
 
@@ -225,7 +234,13 @@ class SlurmExecutor(Executor):
             self._last_queue = now
         for key, (slurm_job, _cell) in list(self._jobs.items()):
             job_id = str(slurm_job.job_id)
-            if slurm_job.paths.result_pickle.exists():
+            done = slurm_job.paths.result_pickle.exists()
+            state = (self._queue or {}).get(job_id)
+            if key not in self._started and (done or (state in ACTIVE_STATES and state not in WAITING_STATES)):
+                self._started.add(key)  # queued -> running (or finished before a poll saw it run)
+                out.append(JobUpdate(key, "started", detail={"job_id": job_id, "state": state,
+                                                            **({"adopted": True} if key in self._adopted else {})}))
+            if done:
                 del self._jobs[key]
                 out.append(self._collect(key, slurm_job))
                 continue

@@ -5,7 +5,10 @@ sweep across them that gives the local executor's scores."""
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +30,30 @@ trap '"$ray_bin" stop --force >/dev/null 2>&1' EXIT
     --disable-usage-stats >"$LOGS/worker.log" 2>&1 || { echo "worker failed"; cat "$LOGS/worker.log"; exit 91; }
 "$PYTHON" -m rgym_core.cli "$@"
 """
+
+#: SCRIPT, then a default route inside the namespace (a veth pair whose far end is in the
+#: namespace too: nothing can leave it), so a look-up of a public address would get an answer,
+#: and the sweep's process (and its children) under ``strace``: every ``connect`` it makes.
+TRACE_SCRIPT = SCRIPT.replace('"$PYTHON" -m rgym_core.cli "$@"', r"""
+ip link add rgym0 type veth peer name rgym1 && ip addr add 10.254.0.1/24 dev rgym0 \
+    && ip link set rgym0 up && ip link set rgym1 up && ip route add default via 10.254.0.2 || exit 93
+strace -f -qq -e trace=connect -o "$LOGS/connect.txt" "$PYTHON" -m rgym_core.cli "$@"
+""")
+
+#: The cluster of SCRIPT, then a sweep whose process is killed (``kill -9``) once an episode
+#: runs, the same sweep again, and the named actors left in the cluster.
+KILL_SCRIPT = SCRIPT.replace('"$PYTHON" -m rgym_core.cli "$@"', r"""
+"$PYTHON" -m rgym_core.cli "$@" >"$LOGS/first.jsonl" 2>"$LOGS/first.err" &
+pid=$!
+for _ in $(seq 1200); do
+    grep -q '"event": "cell_start"' "$LOGS/first.jsonl" 2>/dev/null && break
+    sleep 0.05
+done
+kill -9 "$pid"; wait "$pid"
+"$PYTHON" -m rgym_core.cli "$@" >"$LOGS/second.jsonl" || exit 92
+"$PYTHON" -c 'import ray; ray.init(address="127.0.0.1:6399", logging_level="error")
+from ray.util import list_named_actors; print("actors left:", len(list_named_actors(all_namespaces=True)))'
+""")
 
 
 def _namespaces_problem() -> str | None:
@@ -63,7 +90,69 @@ def test_a_sweep_across_a_two_node_ray_cluster(local_reference: dict[str, Any], 
     ends = [e for e in events if e["event"] == "cell_end"]
     assert len(ends) == CELLS and all(e["outcome"] == "done" for e in ends)
     assert len({e["node"] for e in ends}) == 2  # both nodes ran episodes
+    # each cell queued, then running, then ended
+    order = {e["cell"]: [x["event"] for x in events if x.get("cell") == e["cell"]] for e in ends}
+    assert all(o == ["cell_queued", "cell_start", "cell_end"] for o in order.values()), order
     assert events[-1]["event"] == "summary"
     # the run directories came back whole, and score as the local executor's
     assert cell_scores(folder) == local_reference["scores"]
     assert not any((folder / ".sweep" / "incoming").glob("*"))
+
+
+@pytest.mark.timeout(900)
+def test_a_killed_ray_sweep_adopts_its_actors(local_reference: dict[str, Any], tmp_path: Path) -> None:
+    folder = tmp_path / "sweep"
+    ray_tmp = short_tmp("rgk")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    try:
+        proc = subprocess.run(
+            ["unshare", "-n", "bash", "-c", KILL_SCRIPT, "ray-sweep", *SWEEP, "--executor", "ray",
+             "--address", "127.0.0.1:6399", "--sweep-dir", str(folder), "--json"],
+            capture_output=True, text=True, timeout=900,
+            env={**os.environ, **ENV, "PYTHON": sys.executable, "RAY_TMP": str(ray_tmp), "LOGS": str(logs)})
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    first = json_events((logs / "first.jsonl").read_text())
+    second = json_events((logs / "second.jsonl").read_text())
+    assert not any(e["event"] == "sweep_end" for e in first)  # it was killed mid-sweep
+    killed_while = {e["cell"] for e in first if e["event"] == "cell_start"} - {
+        e["cell"] for e in first if e["event"] == "cell_end"}
+    adopted = {e["cell"] for e in second if e["event"] == "cell_start" and e.get("adopted")}
+    assert killed_while and killed_while <= adopted  # what ran when it was killed is adopted, not re-run
+    # every cell ended exactly once over both invocations, and nothing ran twice
+    ends = [e["cell"] for e in [*first, *second] if e["event"] == "cell_end"]
+    assert sorted(ends) == sorted(set(ends)) and len(ends) == CELLS, ends
+    journal = [json.loads(line) for line in (folder / ".sweep" / "ray" / "actors.jsonl").read_text().splitlines()]
+    assert len(journal) == CELLS and len({j["cell"] for j in journal}) == CELLS
+    assert cell_scores(folder) == local_reference["scores"]
+    assert "actors left: 0" in proc.stdout  # adopted actors are ended once their results are in place
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed (apt-get install strace)")
+def test_the_ray_driver_connects_to_nothing_beyond_loopback(tmp_path: Path) -> None:
+    """Ray, left to itself, finds "its" address through a route to a public DNS server
+    (a UDP connect to 8.8.8.8:53): the sweep's process must never make that call."""
+    folder = tmp_path / "sweep"
+    ray_tmp = short_tmp("rgt")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    try:
+        proc = subprocess.run(
+            ["unshare", "-n", "bash", "-c", TRACE_SCRIPT, "ray-sweep", *SWEEP, "--executor", "ray",
+             "--address", "127.0.0.1:6399", "--sweep-dir", str(folder), "--json"],
+            capture_output=True, text=True, timeout=900,
+            env={**os.environ, **ENV, "PYTHON": sys.executable, "RAY_TMP": str(ray_tmp), "LOGS": str(logs)})
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sum(e["event"] == "cell_end" and e["outcome"] == "done" for e in json_events(proc.stdout)) == CELLS
+    trace = (logs / "connect.txt").read_text()
+    peers = re.findall(r'inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6, "([^"]+)"', trace)
+    addresses = {ipaddress.ip_address(v4 or v6) for v4, v6 in peers}
+    assert addresses, trace[-2000:]  # it did talk to the cluster
+    outside = sorted(str(a) for a in addresses if not (
+        a.is_loopback or (a.version == 6 and a.ipv4_mapped is not None and a.ipv4_mapped.is_loopback)))
+    assert not outside, f"the sweep's process connected to {outside}"

@@ -33,6 +33,23 @@ def test_a_sweep_of_slurm_jobs_scores_as_the_local_one(local_reference: dict[str
     ends = [e for e in json_events(proc.stdout) if e["event"] == "cell_end"]
     assert len(ends) == CELLS and all(e["outcome"] == "done" and e.get("job_id") for e in ends)
     assert cell_scores(folder) == local_reference["scores"]
+    # queued, then running: four jobs in flight on a node of two CPUs, so some wait in the queue, and
+    # no more cells are shown running at once than the node can run
+    cpus = sum(int(n) for n in subprocess.run(["sinfo", "-h", "-N", "-o", "%c"], capture_output=True,
+                                               text=True).stdout.split())
+    state: dict[str, str] = {}
+    most_running = most_queued = 0
+    for event in json_events(proc.stdout):
+        kind = {"cell_queued": "queued", "cell_start": "running", "cell_end": "ended"}.get(event["event"])
+        if kind is None:
+            continue
+        assert (state.get(event["cell"]), kind) in ((None, "queued"), ("queued", "running"), ("running", "ended"))
+        state[event["cell"]] = kind
+        most_running = max(most_running, sum(v == "running" for v in state.values()))
+        most_queued = max(most_queued, sum(v == "queued" for v in state.values()))
+    assert 1 <= most_running <= cpus < 4 and most_queued >= 4 - cpus, (most_running, most_queued, cpus)
+    end = json_events(proc.stdout)[-2]
+    assert end["event"] == "sweep_end" and end["queued"] == end["running"] == 0
     jobs = [json.loads(line) for line in (folder / ".sweep" / "slurm" / "jobs.jsonl").read_text().splitlines()]
     assert sorted(j["cell"] for j in jobs) == sorted(local_reference["scores"])
 

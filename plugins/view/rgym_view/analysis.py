@@ -47,11 +47,19 @@ from typing import Any
 
 from attrs import define, field
 
-from rgym_core.direction import better
-from rgym_core.runcheck import BrokenRun, broken_line, record_problem
-from rgym_core.rundir import TRAJECTORY_FILE, RunDir, RunDirError, iter_numbered_records
-from rgym_core.runs_cli import RunSummary, safe_summary
-from rgym_view.data import iter_runs, parallel_map
+from rgym_core import (
+    TRAJECTORY_FILE,
+    BrokenRun,
+    RunDir,
+    RunDirError,
+    RunSummary,
+    better,
+    broken_line,
+    iter_numbered_records,
+    record_problem,
+    safe_summary,
+)
+from rgym_view.runs import iter_runs, parallel_map
 
 ACTION_CLASSES = ("edit", "run", "view", "search", "validate", "submit", "tool")
 WARNING_MODES = ("debug_loop", "premature_submit", "editor_rejections", "idle_wait")

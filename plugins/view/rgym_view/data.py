@@ -2,12 +2,23 @@
 compact trajectory.
 
 Everything is read through :mod:`rgym_core.rundir` (and the summaries through
-:func:`rgym_core.runs_cli.summarize`).  A trajectory becomes a mapping with
+:func:`rgym_core.runs.summarize`).  A trajectory becomes a mapping with
 short keys, one entry per step::
 
     {"i": 12, "t": "bash", "a": {"command": "..."}, "th": "thought", "o": "output",
      "e": 1, "x": 2, "d": 0.31, "el": 133.2, "c": 0.0012, "ti": 1571, "to": 14,
-     "m": [[model, in, out, cost, latency, stop, response], ...], "s": {...validation}}
+     "m": [[model, in, out, cost, latency, stop, response(, retries)], ...], "rt": 2,
+     "s": {...validation}}
+
+(``retries``, only for a call that needed them: ``[[attempt, status, error, wait_s],
+...]``, one per failed attempt; ``rt``: their number in the step.)
+
+A step that changed a file through the editor has ``"df": [{"path", "diff"}]`` (the
+unified diff the tool recorded); a validate step whose snapshot differs from the
+previous one has ``"ws"``, and the trajectory ``"workspace"``: the final workspace
+against the task's starter files (both comparisons of :mod:`rgym_view.diffs`).  A
+run row carries ``curve``, its primary metric's valid gradings as ``[[step, score],
+...]``, for the list page's plots.
 
 plus the gradings, the run's events (agent stop, errors), the first prompt the
 model saw (once, not per step), the result and the integrity summary.
@@ -26,27 +37,24 @@ from __future__ import annotations
 import functools
 import json
 import math
-import multiprocessing as mp
-import os
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from rgym_core.records import EpisodeResult
-from rgym_core.runcheck import broken_line, record_problem, result_problem
-from rgym_core.rundir import (
+from rgym_core import (
     RESULT_FILE,
     TRAJECTORY_FILE,
+    EpisodeResult,
     RunDir,
     RunDirError,
+    RunSummary,
+    broken_line,
     iter_numbered_records,
-    iter_run_dirs,
+    record_problem,
+    result_problem,
+    safe_summary,
 )
-from rgym_core.runs_cli import RunSummary, safe_summary
-
-T = TypeVar("T")
-R = TypeVar("R")
+from rgym_view.runs import iter_runs, parallel_map
 
 #: Observations longer than this many characters are cut in the middle.
 MAX_OUTPUT_CHARS = 200_000
@@ -124,17 +132,49 @@ def _step_entry(step: dict[str, Any], line: int, max_output: int) -> dict[str, A
         if call.get("tool_calls"):
             response = (response or "") + ("\n" if response else "") + "\n".join(
                 f"[tool call] {json.dumps(tc, ensure_ascii=False)}" for tc in call["tool_calls"])
-        calls.append([call.get("model"), int(call.get("input_tokens") or 0),
-                      int(call.get("output_tokens") or 0), _fround(call.get("cost_usd"), 8),
-                      _fround(call.get("latency_s"), 3), call.get("stop_reason"),
-                      _cut(response, MAX_TEXT_CHARS)])
+        row = [call.get("model"), int(call.get("input_tokens") or 0),
+               int(call.get("output_tokens") or 0), _fround(call.get("cost_usd"), 8),
+               _fround(call.get("latency_s"), 3), call.get("stop_reason"),
+               _cut(response, MAX_TEXT_CHARS)]
+        retries = _retries(call.get("retries"))
+        if retries:
+            row.append(retries)
+            entry["rt"] = entry.get("rt", 0) + len(retries)
+        calls.append(row)
     if calls:
         entry["m"] = calls
     elif raw:
         entry["r"] = _cut(raw, MAX_TEXT_CHARS)
     if obs.get("score"):
         entry["sc"] = obs["score"]
+    edit = _edit_diff(entry["t"], entry["a"], info, bool(obs.get("error")))
+    if edit:
+        entry["df"] = edit
     return entry
+
+
+def _edit_diff(tool: str, args: Any, info: dict[str, Any], error: bool) -> list[dict[str, Any]]:
+    """The file change a step made, as the viewer's ``df`` (``[{"path", "diff"}]``):
+    the unified diff the editor recorded (``info.diff``), or for ``create`` the new
+    file's text from its arguments (older runs recorded no diff)."""
+    from rgym_view.diffs import MAX_DIFF_CHARS, unified
+
+    if isinstance(info.get("diff"), str) and info.get("applied") is not False:
+        return [{"path": str(info.get("path") or ""), "diff": _cut(info["diff"], MAX_DIFF_CHARS) or ""}]
+    if tool == "create" and not error and isinstance(args, dict) and isinstance(args.get("path"), str):
+        content = args.get("content")
+        text = content if isinstance(content, str) else ""
+        return [{"path": args["path"], "diff": unified("", text[:MAX_DIFF_CHARS * 2], args["path"]),
+                 "new": True}]
+    return []
+
+
+def _retries(value: Any) -> list[list[Any]]:
+    """A call's failed attempts that were retried, as ``[attempt, status, error, wait_s]``."""
+    if not isinstance(value, list):
+        return []
+    return [[r.get("attempt"), r.get("status"), str(r.get("error") or "error"), _fround(r.get("wait_s"), 3)]
+            for r in value if isinstance(r, dict)]
 
 
 def _first_prompt(step: dict[str, Any]) -> list[dict[str, str]]:
@@ -162,12 +202,12 @@ def read_result(run: RunDir) -> tuple[EpisodeResult | None, str | None]:
 
 def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS,
                result: tuple[EpisodeResult | None, str | None] | None = None,
-               summary: RunSummary | None = None) -> dict[str, Any]:
+               summary: RunSummary | None = None, with_diffs: bool = True) -> dict[str, Any]:
     """One run's trajectory as the viewer's compact data (see the module's docstring);
     ``result``: what :func:`read_result` gave, when the caller has it already.  With
     ``summary``, the same pass over the records also analyses the run (``rgym
     analyze``'s failure modes, under ``"analysis"``)."""
-    from rgym_view.analysis import FactsCollector  # analysis imports this module
+    from rgym_view.analysis import FactsCollector
 
     facts = FactsCollector() if summary is not None else None
     steps: list[dict[str, Any]] = []
@@ -195,7 +235,9 @@ def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS,
                 gradings.append({"step": s.get("step"), "kind": s.get("kind"), "valid": bool(s.get("valid")),
                                  "scores": s.get("scores") or {}, "subtasks": s.get("subtasks") or {},
                                  "error": s.get("error"), "duration_s": _num(s.get("duration_s")),
-                                 "confined": s.get("confined")})
+                                 "confined": s.get("confined"),
+                                 "snapshot_sha": (s.get("snapshot") or {}).get("sha256")
+                                 if isinstance(s.get("snapshot"), dict) else None})
             elif kind == "start":
                 start = {k: record.get(k) for k in ("started_at", "tools", "sandbox", "pid")}
             elif kind in EVENT_TYPES:
@@ -221,17 +263,58 @@ def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS,
                  "metrics": dict(r.metrics), "baseline_scores": dict(r.baseline_scores),
                  "reference_scores": dict(r.reference_scores), "sandbox": r.sandbox}
     budget: dict[str, Any] = {}
+    config: dict[str, Any] = {}
     try:
         config = run.config()
         budget = config["budget"] if isinstance(config.get("budget"), dict) else {}
     except RunDirError:
         pass
+    workspace = None
+    if with_diffs:
+        workspace, by_snapshot = _workspace_diffs(run, config, gradings)
+        for entry in steps:
+            if entry["i"] in by_snapshot:
+                entry["ws"] = by_snapshot[entry["i"]]
     analysis = None
     if facts is not None and summary is not None and problem is None:
         done = facts.analysis(summary, budget)
         analysis = {"findings": done.findings, "flagged": done.flagged, "actions": done.actions}
     return {"steps": steps, "gradings": gradings, "events": events, "prompt": prompt, "start": start,
-            "result": final, "budget": budget, "problem": problem, "analysis": analysis}
+            "result": final, "budget": budget, "problem": problem, "analysis": analysis,
+            "workspace": workspace}
+
+
+def _workspace_diffs(run: RunDir, config: dict[str, Any], gradings: list[dict[str, Any]]
+                     ) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
+    """The final workspace against the starter files, and per validate step what its
+    snapshot changed (see :mod:`rgym_view.diffs`); a failure is one line, not a crash."""
+    from rgym_view import diffs
+
+    try:
+        final = diffs.final_workspace_diff(run.path, config)
+        _, _, starter, _ = diffs.starter_of(config)
+        return final, diffs.snapshot_diffs(run.path, gradings, starter)
+    except Exception as exc:  # noqa: BLE001 - hostile archives: this run's diff only is lost
+        return ({"against": "", "files": [], "same": 0,
+                 "error": f"{run.path}: workspace diff failed: {type(exc).__name__}: {str(exc)[:300]}"}, {})
+
+
+#: A run row's score curve holds at most this many points (the list page's plot).
+MAX_CURVE_POINTS = 200
+
+
+def score_curve(gradings: list[dict[str, Any]], metric: Any) -> list[list[float]]:
+    """``[[step, score], ...]`` of a run's valid gradings of its primary metric, in
+    order (thinned to :data:`MAX_CURVE_POINTS`, the last kept)."""
+    if not isinstance(metric, str):
+        return []
+    points = [[float(g["step"]), v] for g in gradings
+              if g.get("valid") and isinstance(g.get("step"), int)
+              and (v := _num((g.get("scores") or {}).get(metric))) is not None]
+    if len(points) > MAX_CURVE_POINTS:
+        stride = -(-len(points) // MAX_CURVE_POINTS)
+        points = points[:-1:stride] + [points[-1]]
+    return points
 
 
 def summary_row(s: RunSummary, index: int, base: Path | None) -> dict[str, Any]:
@@ -249,42 +332,9 @@ def summary_row(s: RunSummary, index: int, base: Path | None) -> dict[str, Any]:
     return data
 
 
-def iter_runs(paths: Iterable[Path | str]) -> Iterator[RunDir]:
-    """Every run directory under ``paths``, once."""
-    seen: set[str] = set()
-    for path in paths:
-        for run in iter_run_dirs(path):
-            key = str(run.path.resolve())
-            if key not in seen:
-                seen.add(key)
-                yield run
-
-
-#: From this many runs on, :func:`parallel_map` reads them in a pool of processes.
-PARALLEL_MIN_ITEMS = 48
-
-
-def workers() -> int:
-    """How many processes read runs: ``RGYM_VIEW_WORKERS``, else one per core (at most 8)."""
-    raw = os.environ.get("RGYM_VIEW_WORKERS", "").strip()
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    return max(1, min(os.cpu_count() or 1, 8))
-
-
-def parallel_map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """``[fn(x) for x in items]``, in a pool of forked processes when there are many
-    items and more than one core (``fn`` and its results must pickle)."""
-    items = list(items)
-    n = min(workers(), len(items))
-    if n <= 1 or len(items) < PARALLEL_MIN_ITEMS or "fork" not in mp.get_all_start_methods():
-        return [fn(x) for x in items]
-    with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork")) as pool:
-        return list(pool.map(fn, items, chunksize=max(1, len(items) // (n * 8))))
-
-
 def _load_one(job: tuple[int, Path], *, base: Path | None, with_steps: bool, max_output_chars: int,
-              encode: Callable[[dict[str, Any]], Any] | None) -> tuple[dict[str, Any], Any]:
+              encode: Callable[[dict[str, Any]], Any] | None, with_diffs: bool = True
+              ) -> tuple[dict[str, Any], Any]:
     index, path = job
     run = RunDir(path)
     try:
@@ -293,10 +343,12 @@ def _load_one(job: tuple[int, Path], *, base: Path | None, with_steps: bool, max
         row = summary_row(summary, index, base)
         if not with_steps:
             return row, None
-        traj = trajectory(run, max_output_chars=max_output_chars, result=result, summary=summary)
+        traj = trajectory(run, max_output_chars=max_output_chars, result=result, summary=summary,
+                          with_diffs=with_diffs)
         found = (traj.get("analysis") or {}).get("findings") or []
         # the run list shows (and filters on) the failure modes that flag a run
         row["modes"] = sorted({f["kind"] for f in found if f.get("severity") == "warning"})
+        row["curve"] = score_curve(traj.get("gradings") or [], row.get("primary_metric"))
         row["problem"] = row.get("problem") or traj.get("problem")
     except Exception as exc:  # noqa: BLE001 - a bug the checks missed: this run only is broken
         line = f"{path}: cannot be read: {type(exc).__name__}: {str(exc)[:300]}"
@@ -309,7 +361,8 @@ def _load_one(job: tuple[int, Path], *, base: Path | None, with_steps: bool, max
 
 
 def load(paths: Iterable[Path | str], *, with_steps: bool = True, max_output_chars: int = MAX_OUTPUT_CHARS,
-         encode: Callable[[dict[str, Any]], Any] | None = None) -> tuple[list[dict[str, Any]], list[Any]]:
+         encode: Callable[[dict[str, Any]], Any] | None = None,
+         with_diffs: bool = True) -> tuple[list[dict[str, Any]], list[Any]]:
     """``(run rows, trajectories)`` of every run under ``paths`` (trajectories ``None``
     when ``with_steps`` is False; ``encode(trajectory)`` when ``encode`` is given, run
     in the worker processes when there are many runs)."""
@@ -317,6 +370,6 @@ def load(paths: Iterable[Path | str], *, with_steps: bool = True, max_output_cha
     base = targets[0] if len(targets) == 1 and targets[0].is_dir() else None
     jobs = [(index, run.path) for index, run in enumerate(iter_runs(targets))]
     one = functools.partial(_load_one, base=base, with_steps=with_steps, max_output_chars=max_output_chars,
-                            encode=encode)
+                            encode=encode, with_diffs=with_diffs)
     done = parallel_map(one, jobs)
     return [row for row, _ in done], [traj for _, traj in done]

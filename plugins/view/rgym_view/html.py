@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rgym_view import data as view_data
+from rgym_view.runs import iter_runs
 
 __all__ = ["build_html", "write_viewer", "default_output"]
 
@@ -107,7 +108,7 @@ def fingerprint(paths: Sequence[Path]) -> str:
     """A short hash of the run directories' files' sizes and times: it changes when a
     run writes a step, a grading or its result (``--serve`` rebuilds then)."""
     h = hashlib.sha256()
-    for run in view_data.iter_runs(paths):
+    for run in iter_runs(paths):
         for p in (run.config_path, run.trajectory_path, run.result_path,
                   run.path / "integrity.json"):
             try:
@@ -121,15 +122,18 @@ def fingerprint(paths: Sequence[Path]) -> str:
 def write_viewer(paths: Sequence[Path | str], output: Path | str | None = None, *,
                  compress: bool = True, with_steps: bool = True,
                  max_output_chars: int = view_data.MAX_OUTPUT_CHARS, live: bool = False,
-                 title: str | None = None, problems: list[str] | None = None) -> tuple[Path, int]:
+                 title: str | None = None, problems: list[str] | None = None,
+                 with_diffs: bool = True) -> tuple[Path, int]:
     """Write the viewer of every run under ``paths``; returns ``(file, number of runs)``.
     The file is replaced atomically.  ``problems`` (when given) receives one line per
-    broken run (see :mod:`rgym_view.data`): those runs are in the page, marked."""
+    broken run (see :mod:`rgym_view.data`): those runs are in the page, marked.
+    ``with_diffs=False`` leaves out the workspace diffs (no archive is read)."""
     targets = [Path(p) for p in paths]
     out = Path(output) if output is not None else default_output(targets)
     version = fingerprint(targets) if live else ""
     rows, trajectories = view_data.load(targets, with_steps=with_steps, max_output_chars=max_output_chars,
-                                        encode=functools.partial(encode_trajectory, compress=compress))
+                                        encode=functools.partial(encode_trajectory, compress=compress),
+                                        with_diffs=with_diffs)
     if problems is not None:
         problems.extend(str(row["problem"]) for row in rows if row.get("problem"))
     source = ", ".join(str(p) for p in targets)

@@ -1,33 +1,26 @@
-"""``rgym export inspect``: run directories as Inspect AI ``.eval`` logs.
+"""``rgym export inspect``: run directories as Inspect AI ``.eval`` logs, built from
+Inspect's own log classes (``EvalLog``, ``EvalSpec``, ``EvalSample``, ``EvalResults``,
+its messages and events) and written by its ``write_eval_log``.  ``inspect-ai`` is an
+optional dependency (``pip install 'rgym-view[inspect]'``); without it the command says
+so in one line.  The plugin's README has the whole mapping; in short:
 
-One run becomes one log holding one sample (epoch 1), written as the zip that
-Inspect's ``read_eval_log`` reads and ``inspect view`` shows: ``header.json``
-(the eval: task, solver = the agent, model, status, results, usage),
-``samples/1_epoch_1.json`` and ``summaries.json``.  This module writes the
-format itself (standard library only): ``inspect-ai`` is needed to read the
-logs, not to write them.  How rgym's records map:
+* one log per *cell* (the runs of one task and profile, one agent with its options, one
+  model), each run one epoch of its one sample in seed order, so ``results`` hold each
+  metric's ``mean`` and ``stderr`` over the seeds (Inspect's own metrics); a seed met
+  again opens the cell's next log.  ``task_id`` hashes the cell and its runs, so no log
+  passes for a retry of another in Inspect's viewer.
+* ``eval.task`` is ``rgym/<whole task name>``: ``evals_df`` drops the first namespace and
+  keeps ``mlgym/prisoners-dilemma``.
+* per step an assistant message with one tool call and a tool message; per model call a
+  ``model`` event (the conversation, the tool definitions sent, the generation settings,
+  ``retries``); per grading a ``score`` event; the final score ``rgym`` with the grader's
+  details, and the integrity findings of a flagged run in its explanation; the sample's
+  metadata holds ``integrity.json``, the failure modes, the archived workspace's files.
 
-* sample ``messages``: the task message (system and user, from the model's
-  first prompt, or the task description), then per step an assistant message
-  (the thought; one tool call: the step's tool and arguments) and a tool
-  message (the observation; an error when the tool failed or timed out).
-* sample ``events``: per model call a ``model`` event (the conversation as the
-  model saw it, pooled in ``events_data`` and referenced by ``input_refs``;
-  the response, tokens, cost and latency), per step a ``tool`` event (timing,
-  result, error), per grading a ``score`` event (validations are intermediate;
-  the final grading is not).
-* sample ``scores["rgym"]``: the final grading's scores (every metric), with the
-  exit status as explanation; the eval's ``results`` carry each metric.
-* usage: ``model_usage`` per model (tokens and cost), in the sample and the stats.
-* a budget that ran out becomes the sample's ``limit``; an agent or rgym error
-  its ``error``.
-
-The model events and usage come from the actions' ``llm_calls`` and the
-result's totals: with ``--agent-isolation process`` those are the runner's own
-records of the calls it made for the scaffold, never the scaffold's claims.  A
-broken run (a malformed field, :mod:`rgym_core.runcheck`) gets no log: it is
-reported, by one line naming its folder, the file and the field, and the other
-runs are exported.
+Model events and usage come from the actions' ``llm_calls`` and the result's totals
+(with ``--agent-isolation process``, the runner's own records, never the scaffold's
+claims).  A broken run (:mod:`rgym_core.runcheck`) gets no epoch: it is reported by one
+line naming its folder, the file and the field, and the other runs are exported.
 """
 
 from __future__ import annotations
@@ -36,31 +29,49 @@ import hashlib
 import json
 import logging
 import math
-import zipfile
+import tarfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rgym_core.runcheck import run_problem
-from rgym_core.rundir import RunDir, RunDirError, RunState
-from rgym_core.serialization import unstructure
-from rgym_view.data import iter_runs
+from attrs import define
 
-log = logging.getLogger(__name__)
+from rgym_core import RunDir, RunDirError, RunState, run_problem, unstructure
+from rgym_view.runs import iter_runs
 
-LOG_VERSION = 2
+logger = logging.getLogger(__name__)
+
 SCORER = "rgym"
-_LIMITS = {"max_steps": ("message", "max_steps"), "time": ("time", "time_limit_s"),
+INSTALL_HINT = "rgym export inspect needs inspect-ai: pip install 'rgym-view[inspect]'"
+_LIMITS: dict[str, tuple[Any, str]] = {"max_steps": ("message", "max_steps"), "time": ("time", "time_limit_s"),
            "cost": ("cost", "cost_limit_usd"), "tokens": ("token", "token_limit")}
-_STOP = {"stop": "stop", "end_turn": "stop", "tool_calls": "tool_calls", "tool_use": "tool_calls",
+_STOP: dict[str, Any] = {"stop": "stop", "end_turn": "stop", "tool_calls": "tool_calls", "tool_use": "tool_calls",
          "length": "max_tokens", "max_tokens": "max_tokens", "content_filter": "content_filter"}
+_GENERATION = {"max_tokens": int, "temperature": float, "top_p": float}
+_WORKSPACE_FILES = 500
+
+
+class InspectMissing(RuntimeError):
+    """``inspect-ai`` is not installed; the message says how to install it."""
+
+
+def require_inspect() -> None:
+    try:
+        import inspect_ai.log  # noqa: F401
+    except ImportError:
+        raise InspectMissing(INSTALL_HINT) from None
+
+
+def _dt(ts: float | None) -> datetime | None:
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts <= 0:
+        return None
+    return datetime.fromtimestamp(ts, UTC)
 
 
 def _iso(ts: float | None) -> str | None:
-    if not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts <= 0:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat()
+    moment = _dt(ts)
+    return moment.isoformat() if moment else None
 
 
 def _finite(v: Any) -> float | None:
@@ -73,40 +84,60 @@ def _uuid(*parts: Any) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:22]
 
 
-def _usage(input_tokens: int, output_tokens: int, cost: float | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"input_tokens": int(input_tokens), "output_tokens": int(output_tokens),
-                           "total_tokens": int(input_tokens) + int(output_tokens)}
-    if cost:
-        out["total_cost"] = float(cost)
-    return out
-
-
-def _scalar_scores(scores: dict[str, Any]) -> dict[str, float]:
+def _scalar_scores(scores: dict[str, Any] | None) -> dict[str, float]:
     return {str(k): float(v) for k, v in (scores or {}).items() if _finite(v) is not None}
 
 
-def _message(role: str, content: str, **extra: Any) -> dict[str, Any]:
-    msg = {"role": role, "content": content, **extra}
-    msg["id"] = _uuid(role, content, *sorted(extra.items(), key=lambda kv: kv[0]))
-    return msg
+def _add(totals: dict[str, dict[str, float]], model: str, tin: int, tout: int, cost: float | None) -> None:
+    total = totals.setdefault(model, {"input_tokens": 0, "output_tokens": 0, "total_cost": 0.0})
+    total["input_tokens"] += tin
+    total["output_tokens"] += tout
+    total["total_cost"] += cost or 0.0
 
 
-def _range_refs(indices: list[int]) -> list[list[int]]:
-    refs: list[list[int]] = []
-    for i in indices:
-        if refs and refs[-1][1] == i:
-            refs[-1][1] = i + 1
-        else:
-            refs.append([i, i + 1])
-    return refs
+def _usage(totals: dict[str, dict[str, float]]) -> dict[str, Any]:
+    from inspect_ai.model import ModelUsage
+
+    return {m: ModelUsage(input_tokens=int(t["input_tokens"]), output_tokens=int(t["output_tokens"]),
+                          total_tokens=int(t["input_tokens"] + t["output_tokens"]),
+                          total_cost=t["total_cost"] or None) for m, t in totals.items()}
 
 
-def _integrity(run: Any, result: Any) -> dict[str, Any] | None:
-    """The integrity monitor's verdict and findings for the log's metadata: the run's
-    ``integrity.json`` when it is there, else the summary in ``result.json``."""
-    path = Path(run.path) / "integrity.json"
+def _generation(options: dict[str, Any]) -> Any:
+    """Inspect's ``GenerateConfig`` of the generation settings the run's agent was given."""
+    from inspect_ai.model import GenerateConfig
+
+    settings = {}
+    for key, kind in _GENERATION.items():
+        try:
+            if options.get(key) is not None:
+                settings[key] = kind(options[key])
+        except (TypeError, ValueError):
+            pass
+    return GenerateConfig(**settings)
+
+
+def _tools(defs: list[Any]) -> list[Any]:
+    """Inspect's ``ToolInfo`` of each tool definition (OpenAI or Anthropic form) sent to the model."""
+    from inspect_ai.tool import ToolInfo, ToolParams
+
+    out = []
+    for d in defs:
+        fn = d.get("function", d) if isinstance(d, dict) else {}
+        try:
+            params = ToolParams.model_validate(fn.get("parameters") or fn.get("input_schema") or {})
+            out.append(ToolInfo(name=str(fn["name"]), description=str(fn.get("description") or ""),
+                                parameters=params))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _integrity(run: RunDir, result: Any) -> dict[str, Any] | None:
+    """The integrity monitor's report: the run's ``integrity.json`` when it is there,
+    else the summary in ``result.json``."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads((Path(run.path) / "integrity.json").read_text())
         if isinstance(data, dict):
             return data
     except (OSError, ValueError):
@@ -115,18 +146,84 @@ def _integrity(run: Any, result: Any) -> dict[str, Any] | None:
     return summary if isinstance(summary, dict) else None
 
 
-def _limit(result: Any, budget: dict[str, Any]) -> dict[str, Any] | None:
+def _integrity_note(report: dict[str, Any] | None) -> str:
+    if not report or not (report.get("flagged") or report.get("review")):
+        return ""
+    findings = [f for f in report.get("findings") or [] if isinstance(f, dict)]
+    said = "; ".join(f"{f.get('kind')}: {str(f.get('message') or '')[:200]}" for f in findings[:3])
+    more = f" (+{len(findings) - 3} more)" if len(findings) > 3 else ""
+    verdict = "flagged" if report.get("flagged") else "up for review"
+    return f"; integrity {verdict}: {said or ', '.join(map(str, report.get('kinds') or []))}{more}"
+
+
+def _failure_modes(run: RunDir) -> list[dict[str, Any]]:
+    from rgym_view.analysis import analyze_run
+
+    try:
+        return list(analyze_run(run).findings)
+    except Exception as exc:  # noqa: BLE001 - the analysis is extra: the log is written without it
+        return [{"kind": "analysis_failed", "message": f"{type(exc).__name__}: {str(exc)[:200]}"}]
+
+
+def _workspace(run: RunDir) -> dict[str, Any] | None:
+    """The archived workspace's files and sizes (``workspace.tar.gz``), when there is one."""
+    path = Path(run.path) / "workspace.tar.gz"
+    if not path.is_file():
+        return None
+    try:
+        with tarfile.open(path) as tar:
+            files = [(m.name.removeprefix("workspace/"), m.size) for m in tar.getmembers() if m.isfile()]
+    except (OSError, tarfile.TarError) as exc:
+        return {"archive": path.name, "error": f"{type(exc).__name__}: {exc}"}
+    return {"archive": path.name, "archive_bytes": path.stat().st_size, "files": len(files),
+            "bytes": sum(size for _, size in files),
+            "listing": [{"name": n, "size": s} for n, s in files[:_WORKSPACE_FILES]]}
+
+
+def _limit(result: Any, budget: dict[str, Any]) -> Any:
+    from inspect_ai.log import EvalSampleLimit
+
     reason = str(result.end_reason) if result is not None and result.end_reason else None
     if reason not in _LIMITS:
         return None
     kind, key = _LIMITS[reason]
-    value = _finite(budget.get(key)) if isinstance(budget, dict) else None
-    return {"type": kind, "limit": value if value is not None else 0.0,
-            "reason": result.end_reason.describe}
+    value = _finite(budget.get(key))
+    return EvalSampleLimit(type=kind, limit=value if value is not None else 0.0, reason=result.end_reason.describe)
 
 
-def run_to_log(run: RunDir) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(header, sample)``: the log's header and its one sample, as JSON data."""
+def _metric(metric: Any, scores: list[Any]) -> float:
+    """An Inspect metric (``mean()``, ``stderr()``) over the epochs' scores."""
+    return float(metric(scores))
+
+
+@define
+class Epoch:
+    """One run, as one epoch of its cell's sample."""
+
+    run: RunDir
+    key: tuple[str, ...]
+    seed: Any
+    started_at: float | None
+    ended_at: float | None
+    status: str
+    sample: Any
+    final: dict[str, float] | None
+    usage: dict[str, dict[str, float]]
+    error: Any
+    meta: dict[str, Any]
+
+
+def run_epoch(run: RunDir) -> Epoch:
+    """The run's sample (epoch 1 until its cell numbers it) and what its log's header needs."""
+    import inspect_ai.event as ie
+    import inspect_ai.model as im
+    from inspect_ai.dataset import Sample
+    from inspect_ai.log import EvalError, EvalSample
+    from inspect_ai.scorer import Score
+    from inspect_ai.tool import ToolCall, ToolCallError
+
+    chat = {"system": im.ChatMessageSystem, "user": im.ChatMessageUser, "assistant": im.ChatMessageAssistant,
+            "tool": im.ChatMessageTool}
     state = run.state()
     result = run.result() if state is RunState.COMPLETE else None
     config: dict[str, Any] = {}
@@ -135,309 +232,305 @@ def run_to_log(run: RunDir) -> tuple[dict[str, Any], dict[str, Any]]:
     except RunDirError:
         pass
     ident = run.identity()
-    task_cfg: dict[str, Any] = config["task"] if isinstance(config.get("task"), dict) else {}
-    budget: dict[str, Any] = config["budget"] if isinstance(config.get("budget"), dict) else {}
+    task_cfg = config["task"] if isinstance(config.get("task"), dict) else {}
+    budget = config["budget"] if isinstance(config.get("budget"), dict) else {}
+    run_cfg = config["run"] if isinstance(config.get("run"), dict) else {}
+    options = dict(run_cfg.get("agent_options") or {}) if isinstance(run_cfg.get("agent_options"), dict) else {}
     run_id = str(ident.get("run_id") or run.path.name)
     task = str(ident.get("task") or "?")
     agent = str(ident.get("agent") or "?")
     model = str(ident.get("model") or f"none/{agent.split('/')[-1]}")
+    gen = _generation(options)
     records = list(run.records())
-    start = next((r for r in records if r.get("type") == "start"), {})
+    start: dict[str, Any] = next((r for r in records if r.get("type") == "start"), {})
     started_at = _finite(start.get("started_at")) or (result.started_at if result else None)
 
-    messages: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
-    pool: list[dict[str, Any]] = []
-    prev_refs: list[int] = []
-    model_usage: dict[str, dict[str, Any]] = {}
-    first_prompt_done = False
-    last_output: dict[str, Any] | None = None
-    step_count = 0
-
-    def clock(ts: float | None) -> tuple[str, float]:
+    def clock(ts: float | None) -> dict[str, Any]:
         ts = ts if ts is not None else (started_at or 0.0)
-        return _iso(ts) or _iso(started_at) or "1970-01-01T00:00:00+00:00", max(0.0, ts - (started_at or ts))
+        return {"timestamp": _dt(ts) or _dt(started_at) or datetime.fromtimestamp(0, UTC),
+                "working_start": max(0.0, ts - (started_at or ts))}
 
     description = str(task_cfg.get("description") or task)
-    events.append({"event": "sample_init", **dict(zip(("timestamp", "working_start"), clock(started_at), strict=True)),
-                   "sample": {"id": 1, "input": description, "target": "",
-                              "metadata": {"rgym_run_id": run_id}},
-                   "state": {}})
+    messages: list[Any] = []
+    events: list[Any] = [ie.SampleInitEvent(**clock(started_at), state={},
+                                         sample=Sample(id=1, input=description, metadata={"rgym_run_id": run_id}))]
+    usage: dict[str, dict[str, float]] = {}
+    tools_seen: dict[str, list[Any]] = {}
+    prev_input: list[Any] = []
+    last_output: Any = None
+    retried: list[dict[str, Any]] = []
+    steps = 0
     for record in records:
-        kind = record.get("type")
-        if kind == "step":
+        if record.get("type") == "step":
             step = record.get("step") or {}
-            step_count += 1
-            action = step.get("action") or {}
-            obs = step.get("observation") or {}
-            index = int(step.get("index") or step_count)
+            steps += 1
+            action, obs = step.get("action") or {}, step.get("observation") or {}
+            index = int(step.get("index") or steps)
             t0 = _finite(step.get("started_at"))
-            duration = _finite(step.get("duration_s")) or 0.0
             calls = [c for c in action.get("llm_calls") or [] if isinstance(c, dict)]
             for n, call in enumerate(calls):
-                new = [m for m in call.get("messages") or [] if isinstance(m, dict)]
-                keep = int(call.get("prefix_messages") or 0)
-                refs = prev_refs[:keep]
-                for m in new:
-                    pool.append(_message(str(m.get("role") or "user"), str(m.get("content") or "")))
-                    refs.append(len(pool) - 1)
-                if not first_prompt_done and new:
+                new = [chat.get(str(m.get("role")), im.ChatMessageUser)(content=str(m.get("content") or ""))
+                       for m in call.get("messages") or [] if isinstance(m, dict)]
+                model_input = prev_input[:int(call.get("prefix_messages") or 0)] + new
+                if not messages:
                     for m in new:
-                        if m.get("role") in ("system", "user"):
-                            messages.append(_message(str(m["role"]), str(m.get("content") or ""),
-                                                     source="input"))
-                        else:
+                        if m.role not in ("system", "user"):
                             break
-                    first_prompt_done = True
-                response = str(call.get("response") or "")
-                in_tok, out_tok = int(call.get("input_tokens") or 0), int(call.get("output_tokens") or 0)
-                cost = _finite(call.get("cost_usd"))
-                latency = _finite(call.get("latency_s")) or 0.0
+                        messages.append(m.model_copy(update={"source": "input"}))
                 call_model = str(call.get("model") or model)
                 if model.endswith("/" + call_model):  # the provider's name for the run's model
                     call_model = model
-                out_msg = _message("assistant", response, source="generate", model=call_model)
-                tool_calls = [tc for tc in call.get("tool_calls") or [] if isinstance(tc, dict)]
-                if tool_calls:
-                    out_msg["tool_calls"] = [{"id": str(tc.get("id") or f"call-{index}-{j}"),
-                                              "function": str(tc.get("name") or tc.get("function") or "?"),
-                                              "arguments": tc.get("arguments") if isinstance(tc.get("arguments"), dict) else {},
-                                              "type": "function"} for j, tc in enumerate(tool_calls)]
-                usage = _usage(in_tok, out_tok, cost)
-                output = {"model": call_model, "choices": [{"message": out_msg,
-                                                            "stop_reason": _STOP.get(str(call.get("stop_reason")), "unknown")}],
-                          "completion": response, "usage": usage, "time": latency}
-                last_output = output
-                ts, ws = clock(t0)
-                events.append({"event": "model", "timestamp": ts, "working_start": ws, "model": call_model,
-                               "input": [], "input_refs": _range_refs(refs), "tools": [], "tool_choice": "auto",
-                               "config": {}, "output": output, "working_time": latency,
-                               "metadata": {"rgym_step": index, "requery": call.get("requery", n)}})
-                total = model_usage.setdefault(call_model, _usage(0, 0, None))
-                total["input_tokens"] += in_tok
-                total["output_tokens"] += out_tok
-                total["total_tokens"] += in_tok + out_tok
-                if cost:
-                    total["total_cost"] = total.get("total_cost", 0.0) + cost
-                prev_refs = refs
+                tin, tout = int(call.get("input_tokens") or 0), int(call.get("output_tokens") or 0)
+                cost, latency = _finite(call.get("cost_usd")), _finite(call.get("latency_s")) or 0.0
+                tool_calls = [ToolCall(id=str(tc.get("id") or f"call-{index}-{j}"), type="function",
+                                       function=str(tc.get("name") or tc.get("function") or "?"),
+                                       arguments=tc["arguments"] if isinstance(tc.get("arguments"), dict) else {})
+                              for j, tc in enumerate(call.get("tool_calls") or []) if isinstance(tc, dict)]
+                reply = im.ChatMessageAssistant(content=str(call.get("response") or ""), source="generate",
+                                             model=call_model, tool_calls=tool_calls or None)
+                last_output = im.ModelOutput(model=call_model, time=latency, usage=im.ModelUsage(
+                    input_tokens=tin, output_tokens=tout, total_tokens=tin + tout, total_cost=cost or None),
+                    choices=[im.ChatCompletionChoice(message=reply, stop_reason=_STOP.get(
+                        str(call.get("stop_reason")), "unknown"))])
+                if isinstance(call.get("tools"), list):
+                    tools_seen[str(call.get("tools_sha256"))] = _tools(call["tools"])
+                tools = tools_seen.get(str(call.get("tools_sha256")), []) if call.get("tools_sha256") else []
+                failed = [r for r in call.get("retries") or [] if isinstance(r, dict)]
+                retried += [{"step": index, **r} for r in failed]
+                events.append(ie.ModelEvent(
+                    **clock(t0), model=call_model, input=model_input, tools=tools, tool_choice="auto",
+                    config=_generation({**options, **{k: call[k] for k in _GENERATION if k in call}}),
+                    output=last_output, working_time=latency, retries=len(failed) or None,
+                    metadata={"rgym_step": index, "requery": call.get("requery", n),
+                              "attempts": call.get("attempts", 1), "failed_attempts": failed}))
+                _add(usage, call_model, tin, tout, cost)
+                prev_input = model_input
             if not calls:  # an agent without a model: its usage is the action's
-                usage_rec = action.get("usage") or {}
-                if usage_rec.get("input_tokens") or usage_rec.get("output_tokens"):
-                    total = model_usage.setdefault(model, _usage(0, 0, None))
-                    total["input_tokens"] += int(usage_rec.get("input_tokens") or 0)
-                    total["output_tokens"] += int(usage_rec.get("output_tokens") or 0)
-                    total["total_tokens"] = total["input_tokens"] + total["output_tokens"]
+                spent = action.get("usage") or {}
+                if spent.get("input_tokens") or spent.get("output_tokens"):
+                    _add(usage, model, int(spent.get("input_tokens") or 0), int(spent.get("output_tokens") or 0),
+                         None)
             call_id = str(action.get("call_id") or f"rgym-step-{index}")
             tool = str(action.get("tool") or "?")
-            args = action.get("args") if isinstance(action.get("args"), dict) else {}
-            thought = action.get("thought") or ""
-            messages.append(_message("assistant", str(thought), source="generate", model=model,
-                                     tool_calls=[{"id": call_id, "function": tool, "arguments": args,
-                                                  "type": "function"}],
-                                     metadata={"rgym_step": index}))
-            info = obs.get("info") or {}
-            error = None
-            if info.get("timed_out"):
-                error = {"type": "timeout", "message": str(obs.get("output") or "")[-2000:] or "timed out"}
+            args = action["args"] if isinstance(action.get("args"), dict) else {}
+            messages.append(im.ChatMessageAssistant(
+                content=str(action.get("thought") or ""), source="generate", model=model, metadata={"rgym_step": index},
+                tool_calls=[ToolCall(id=call_id, function=tool, arguments=args, type="function")]))
+            output = str(obs.get("output") or "")
+            error: ToolCallError | None = None
+            if (obs.get("info") or {}).get("timed_out"):
+                error = ToolCallError("timeout", output[-2000:] or "timed out")
             elif obs.get("error"):
-                error = {"type": "unknown", "message": str(obs.get("output") or "")[:2000] or "error"}
-            output_text = str(obs.get("output") or "")
-            tool_msg = _message("tool", output_text, tool_call_id=call_id, function=tool,
-                                metadata={"rgym_step": index, "exit_code": obs.get("exit_code"),
-                                          "truncated": bool(obs.get("truncated"))})
-            if error:
-                tool_msg["error"] = error
-            messages.append(tool_msg)
-            ts, ws = clock(t0)
-            done_ts = _iso((t0 or started_at or 0.0) + duration) if (t0 or started_at) else None
-            tool_event: dict[str, Any] = {"event": "tool", "type": "function", "timestamp": ts, "working_start": ws,
-                                          "id": call_id, "function": tool, "arguments": args,
-                                          "result": output_text, "working_time": duration, "events": [],
-                                          "metadata": {"rgym_step": index, "exit_code": obs.get("exit_code")}}
-            if done_ts:
-                tool_event["completed"] = done_ts
-            if error:
-                tool_event["error"] = error
-                tool_event["failed"] = True
-            events.append(tool_event)
-        elif kind == "score":
+                error = ToolCallError("unknown", output[:2000] or "error")
+            messages.append(im.ChatMessageTool(content=output, tool_call_id=call_id, function=tool, error=error,
+                                            metadata={"rgym_step": index, "exit_code": obs.get("exit_code"),
+                                                      "truncated": bool(obs.get("truncated"))}))
+            duration = _finite(step.get("duration_s")) or 0.0
+            events.append(ie.ToolEvent(**clock(t0), id=call_id, function=tool, arguments=args, result=output,
+                                    error=error, failed=True if error else None, working_time=duration,
+                                    completed=_dt((t0 or started_at or 0.0) + duration),
+                                    metadata={"rgym_step": index, "exit_code": obs.get("exit_code")}))
+        elif record.get("type") == "score":
             s = record.get("score") or {}
-            grading_kind = str(s.get("kind") or "")
-            value: Any = _scalar_scores(s.get("scores") or {}) if s.get("valid") else "invalid"
-            ts, ws = clock(None)
-            events.append({"event": "score", "timestamp": ts, "working_start": ws,
-                           "score": {"value": value, "explanation": s.get("error") or grading_kind,
-                                     "metadata": {"kind": grading_kind, "step": s.get("step"),
-                                                  "valid": bool(s.get("valid")),
-                                                  "subtasks": s.get("subtasks") or {}}},
-                           "intermediate": grading_kind == "validate", "scorer": SCORER})
+            kind = str(s.get("kind") or "")
+            events.append(ie.ScoreEvent(**clock(None), scorer=SCORER, intermediate=kind == "validate", score=Score(
+                value=_scalar_scores(s.get("scores")) if s.get("valid") else "invalid",
+                explanation=s.get("error") or kind,
+                metadata={"kind": kind, "step": s.get("step"), "valid": bool(s.get("valid")),
+                          "subtasks": s.get("subtasks") or {}, "details": s.get("details") or {}})))
 
-    if not messages or messages[0]["role"] not in ("system", "user"):
-        messages.insert(0, _message("user", description, source="input"))
-
+    if not messages or messages[0].role not in ("system", "user"):
+        messages.insert(0, im.ChatMessageUser(content=description, source="input"))
     # the final score: the result's, else the last final grading of the trajectory
     final: dict[str, float] | None = None
     explanation = str(result.status) if result else str(state)
+    finals = [e for e in events if e.event == "score" and not e.intermediate]
     if result is not None and result.final_scores is not None:
         final = _scalar_scores(result.final_scores)
-    else:
-        finals = [e for e in events if e["event"] == "score" and not e["intermediate"]]
-        if finals and isinstance(finals[-1]["score"]["value"], dict):
-            final = finals[-1]["score"]["value"]
+    elif finals and isinstance(finals[-1].score.value, dict):
+        final = dict(finals[-1].score.value)
     if result is not None and result.error:
         explanation += f": {result.error}"
-    primary = result.primary_metric if result is not None else None
-    score = {"value": final if final is not None else "invalid", "explanation": explanation,
-             "answer": None,
-             "metadata": {"status": str(result.status) if result else str(state),
-                          "primary_metric": primary,
-                          "baseline_scores": dict(result.baseline_scores) if result else {},
-                          "reference_scores": dict(result.reference_scores) if result else {}}}
-    if result is not None and len(model_usage) <= 1 and (result.input_tokens or result.output_tokens):
+    integrity = _integrity(run, result)
+    gradings = [g for g in (result.scores if result else []) if g.kind != "validate"]
+    details = dict(gradings[-1].details or {}) if gradings and getattr(gradings[-1], "details", None) else (
+        finals[-1].score.metadata.get("details", {}) if finals else {})
+    score = Score(value=final if final is not None else "invalid", explanation=explanation + _integrity_note(integrity),
+                  metadata={"status": str(result.status) if result else str(state),
+                            "primary_metric": result.primary_metric if result else None,
+                            "direction": str(result.direction) if result else None, "details": details,
+                            "baseline_scores": dict(result.baseline_scores) if result else {},
+                            "reference_scores": dict(result.reference_scores) if result else {},
+                            "integrity_flagged": bool(integrity and integrity.get("flagged"))})
+    if result is not None and len(usage) <= 1 and (result.input_tokens or result.output_tokens):
         # the result's totals are the runner's own count (it includes calls an agent made outside steps)
-        name = next(iter(model_usage), model)
-        model_usage[name] = _usage(result.input_tokens, result.output_tokens, result.cost_usd or None)
-    ended = result.ended_at if result else None
-    total_time = result.duration_s if result else None
-    error = None
+        usage = {next(iter(usage), model): {"input_tokens": result.input_tokens,
+                                            "output_tokens": result.output_tokens,
+                                            "total_cost": result.cost_usd or 0.0}}
+    failure: EvalError | None = None
     if result is not None and (result.agent_error or result.status.infrastructure and result.error):
         message = result.agent_error or result.error or ""
-        error = {"message": message, "traceback": message, "traceback_ansi": message}
-    output = last_output or {"model": model, "choices": [], "completion": ""}
-    input_text = next((m["content"] for m in messages if m["role"] == "user"), description)
-    sample: dict[str, Any] = {
-        "id": 1, "epoch": 1, "input": input_text, "target": "",
-        "messages": messages, "output": output, "scores": {SCORER: score},
-        "metadata": {"rgym_run_dir": str(run.path), "rgym_run_id": run_id, "task": task, "agent": agent,
-                     "status": explanation.split(":")[0], "end_reason": str(result.end_reason or "") if result else "",
-                     "steps": step_count, "tags": dict(result.tags) if result else {}},
-        "store": {}, "events": events, "model_usage": model_usage, "role_usage": {},
-        "started_at": _iso(started_at), "completed_at": _iso(ended), "total_time": total_time,
-        "working_time": total_time, "uuid": _uuid("sample", run_id), "attachments": {},
-        "events_data": {"messages": pool, "calls": []}, "turn_count": step_count,
-    }
-    limit = _limit(result, budget)
-    if limit:
-        sample["limit"] = limit
-    if error:
-        sample["error"] = error
-
+        failure = EvalError(message=message, traceback=message, traceback_ansi=message)
     if result is None:
         status = "started" if state is RunState.RUNNING else "error"
     elif str(result.status) == "cancelled":
         status = "cancelled"
-    elif result.status.infrastructure:
-        status = "error"
     else:
-        status = "success"
-    created = _iso(started_at) or datetime.now(UTC).isoformat()
-    metrics = {}
-    if final:
-        for name, value in final.items():
-            metrics[name] = {"name": name, "value": value, "params": {}}
-    run_cfg: dict[str, Any] = config["run"] if isinstance(config.get("run"), dict) else {}
-    header: dict[str, Any] = {
-        "version": LOG_VERSION, "status": status,
-        "eval": {"eval_id": _uuid("eval", run_id), "run_id": run_id, "created": created, "task": task,
-                 # One log per run: a task_id shared by runs of a task makes Inspect's viewer
-                 # take every earlier run for a retry of the newest and hide it.
-                 "task_id": _uuid("task", task, ident.get("profile"), run_id), "task_version": 0,
-                 "task_display_name": task + (f"@{ident['profile']}" if ident.get("profile") else ""),
-                 "task_description": description[:2000],
-                 "task_attribs": {}, "task_args": {"profile": ident.get("profile")} if ident.get("profile") else {},
-                 "solver": agent, "solver_args": dict(run_cfg.get("agent_options") or {}),
-                 "tags": [f"{k}={v}" for k, v in sorted((result.tags if result else {}).items())],
-                 "dataset": {"name": task, "samples": 1, "sample_ids": [1], "shuffled": False},
-                 "model": model, "model_generate_config": {}, "model_base_url": run_cfg.get("base_url"),
-                 "model_args": {}, "config": {"epochs": 1},
-                 "packages": {"rgym-core": str(config.get("rgym_version") or "")},
-                 "metadata": {"rgym": {"run_dir": str(run.path), "seed": ident.get("seed"),
-                                       "sandbox": result.sandbox if result else None,
-                                       "primary_metric": primary,
-                                       "direction": str(result.direction) if result else None,
-                                       "budget": budget,
-                                       "integrity": _integrity(run, result),
-                                       "snapshots": [unstructure(s.snapshot) for s in
-                                                     (result.scores if result else [])
-                                                     if s.snapshot is not None]}}},
-        "plan": {"name": "plan", "steps": [{"solver": agent, "params": dict(run_cfg.get("agent_options") or {})}],
-                 "config": {}},
-        "stats": {"started_at": _iso(started_at) or "", "completed_at": _iso(ended) or "",
-                  "model_usage": model_usage},
-        "invalidated": False, "tags": [], "metadata": {},
-    }
-    if status != "started":
-        header["results"] = {"total_samples": 1, "completed_samples": 1 if result is not None else 0,
-                             "scores": [{"name": SCORER, "scorer": SCORER, "params": {},
-                                         "scored_samples": 1 if final else 0,
-                                         "unscored_samples": 0 if final else 1,
-                                         "metrics": metrics}]}
-    if error and status == "error":
-        header["error"] = error
-    return header, sample
+        status = "error" if result.status.infrastructure else "success"
+    seed = ident.get("seed", run_cfg.get("seed"))
+    sample = EvalSample(
+        id=1, epoch=1, input=next((m.text for m in messages if m.role == "user"), description), target="",
+        messages=messages, output=last_output or im.ModelOutput(model=model), scores={SCORER: score},
+        metadata={"rgym_run_dir": str(run.path), "rgym_run_id": run_id, "task": task, "agent": agent,
+                  "seed": seed, "status": explanation.split(":")[0],
+                  "end_reason": str(result.end_reason or "") if result else "", "steps": steps,
+                  "tags": dict(result.tags) if result else {}, "integrity": integrity,
+                  "failure_modes": _failure_modes(run), "workspace": _workspace(run),
+                  "model_retries": int(getattr(result, "model_retries", 0) or 0) if result else len(retried),
+                  "retried_attempts": retried},
+        events=events, model_usage=_usage(usage), started_at=_iso(started_at),
+        completed_at=_iso(result.ended_at if result else None), total_time=result.duration_s if result else None,
+        working_time=result.duration_s if result else None, uuid=_uuid("sample", run_id), turn_count=steps,
+        limit=_limit(result, budget), error=failure)
+    key = (task, str(ident.get("profile") or ""), agent, json.dumps(options, sort_keys=True, default=str), model)
+    meta = {"run_id": run_id, "run_dir": str(run.path), "seed": seed, "profile": ident.get("profile"),
+            "description": description, "options": options, "generation": gen, "budget": budget,
+            "base_url": run_cfg.get("base_url"), "version": str(config.get("rgym_version") or ""),
+            "sandbox": result.sandbox if result else None, "integrity_flagged": bool(integrity and integrity.get("flagged")),
+            "snapshots": [unstructure(s.snapshot) for s in (result.scores if result else []) if s.snapshot]}
+    return Epoch(run=run, key=key, seed=seed, started_at=started_at, ended_at=result.ended_at if result else None,
+                 status=status, sample=sample, final=final, usage=usage, error=failure, meta=meta)
 
 
-def _summary(sample: dict[str, Any]) -> dict[str, Any]:
-    keys = ("id", "epoch", "input", "target", "metadata", "scores", "model_usage", "role_usage",
-            "started_at", "completed_at", "total_time", "working_time", "uuid", "turn_count")
-    out: dict[str, Any] = {k: sample.get(k) for k in keys if k in sample}
-    text = out.get("input")
-    out["input"] = text[:1000] if isinstance(text, str) else ""
-    out["error"] = (sample.get("error") or {}).get("message")
-    out["limit"] = (sample.get("limit") or {}).get("type")
-    out["completed"] = True
-    out["message_count"] = len(sample.get("messages") or [])
+def cells(epochs: Iterable[Epoch]) -> list[list[Epoch]]:
+    """The epochs of each log: one cell's runs in seed order (then start); a seed met
+    again in a cell opens its next log."""
+    by_key: dict[tuple[str, ...], list[list[Epoch]]] = {}
+    for ep in sorted(epochs, key=lambda e: (e.started_at or 0.0, e.meta["run_id"])):
+        logs = by_key.setdefault(ep.key, [])
+        home = next((group for group in logs if all(e.seed != ep.seed for e in group)), None)
+        if home is None:
+            logs.append(home := [])
+        home.append(ep)
+    out = []
+    for logs in by_key.values():
+        for group in logs:
+            group.sort(key=lambda e: (e.seed is None, e.seed if isinstance(e.seed, int) else 0, e.started_at or 0.0))
+            out.append(group)
     return out
 
 
-def write_log(run: RunDir, dest: Path) -> Path:
-    """Write the ``.eval`` log of ``run`` to the file ``dest`` (replaced atomically)."""
-    header, sample = run_to_log(run)
+def cell_log(group: list[Epoch]) -> Any:
+    """Inspect's ``EvalLog`` of one cell: one sample, one epoch per run."""
+    import inspect_ai.log as il
+    from inspect_ai.scorer import SampleScore, Score, mean, stderr
+
+    first = group[0]
+    task, profile, agent, _, model = first.key
+    run_ids = [e.meta["run_id"] for e in group]
+    samples = [il.condense_sample(e.sample.model_copy(update={"epoch": n})) for n, e in enumerate(group, start=1)]
+    totals: dict[str, dict[str, float]] = {}
+    for e in group:
+        for name, u in e.usage.items():
+            _add(totals, name, int(u["input_tokens"]), int(u["output_tokens"]), u["total_cost"])
+    statuses = {e.status for e in group}
+    status: Any = next((s for s in ("started", "error", "cancelled") if s in statuses), "success")
+    primary = first.sample.scores[SCORER].metadata.get("primary_metric")
+    names = sorted({k for e in group for k in (e.final or {})}, key=lambda k: (k != primary, k))
+    scores = []
+    for name in names:
+        got = [SampleScore(score=Score(value=v), sample_id=1) for e in group if (v := (e.final or {}).get(name)) is not None]
+        scores.append(il.EvalScore(name=name, scorer=SCORER, reducer="mean", scored_samples=len(got),
+                                unscored_samples=len(group) - len(got),
+                                metadata={"over": f"{len(got)} epoch(s): the seeds of the cell"},
+                                metrics={"mean": il.EvalMetric(name="mean", value=_metric(mean(), got)),
+                                         "stderr": il.EvalMetric(name="stderr", value=_metric(stderr(), got))}))
+    means = {s.name: s.metrics["mean"].value for s in scores}
+    scores = scores or [il.EvalScore(name=SCORER, scorer=SCORER, scored_samples=0, unscored_samples=len(group))]
+    budget = first.meta["budget"]
+    started = min((e.started_at for e in group if e.started_at), default=None)
+    ended = max((e.ended_at for e in group if e.ended_at), default=None)
+    spec = il.EvalSpec(
+        eval_id=_uuid("eval", *run_ids), run_id=_uuid("run", *run_ids), created=_iso(started) or
+        datetime.now(UTC).isoformat(), task=f"rgym/{task}", task_id=_uuid("task", *first.key, *run_ids),
+        task_version=0, task_display_name=task + (f"@{profile}" if profile else ""),
+        task_description=first.meta["description"][:2000], task_args={"profile": profile} if profile else {},
+        solver=agent, solver_args=first.meta["options"], model=model, model_generate_config=first.meta["generation"],
+        model_base_url=first.meta["base_url"],
+        tags=sorted({f"{k}={v}" for e in group for k, v in (e.sample.metadata.get("tags") or {}).items()}),
+        dataset=il.EvalDataset(name=task, samples=1, sample_ids=[1], shuffled=False),
+        config=il.EvalConfig(epochs=len(group), epochs_reducer=["mean"],
+                          time_limit=int(budget["time_limit_s"]) if _finite(budget.get("time_limit_s")) else None,
+                          token_limit=budget.get("token_limit") if isinstance(budget.get("token_limit"), int) else None,
+                          cost_limit=_finite(budget.get("cost_limit_usd"))),
+        packages={"rgym-core": first.meta["version"]},
+        metadata={"rgym": {"runs": [{"epoch": n, **{k: e.meta[k] for k in (
+            "run_id", "run_dir", "seed", "sandbox", "integrity_flagged", "snapshots")}}
+            for n, e in enumerate(group, start=1)], "primary_metric": primary, "budget": budget}})
+    eval_log = il.EvalLog(
+        version=2, status=status, eval=spec, samples=samples,
+        plan=il.EvalPlan(name="plan", steps=[il.EvalPlanStep(solver=agent, params=first.meta["options"])]),
+        results=None if status == "started" else il.EvalResults(
+            total_samples=1, completed_samples=1 if any(e.status != "started" for e in group) else 0, scores=scores),
+        stats=il.EvalStats(started_at=_iso(started) or "", completed_at=_iso(ended) or "", model_usage=_usage(totals)),
+        error=next((e.error for e in group if e.error), None) if status == "error" else None)
+    if means:  # set after: EvalLog's validator migrates only the JSON form of reductions
+        eval_log.reductions = [il.EvalSampleReductions(scorer=SCORER, reducer="mean",
+                                                    samples=[il.EvalSampleScore(value=means, sample_id=1)])]
+    return eval_log
+
+
+def log_name(group: list[Epoch]) -> str:
+    """``<created>_<task>_<id>.eval`` (Inspect's naming: time, task, id): the run's id
+    for a log of one run, else a hash of the cell's runs."""
+    start = min((e.started_at for e in group if e.started_at), default=None)
+    stamp = _dt(start).strftime("%Y-%m-%dT%H-%M-%S+00-00") if start else "unknown"  # type: ignore[union-attr]
+    task, profile = group[0].key[0].replace("/", "-"), group[0].key[1]
+    ident = group[0].meta["run_id"] if len(group) == 1 else _uuid(*(e.meta["run_id"] for e in group))[:12]
+    return f"{stamp}_{task}{'-' + profile if profile else ''}_{ident}.eval"
+
+
+def write_log(group: list[Epoch], dest: Path) -> Path:
+    """Write the cell's ``.eval`` log to ``dest`` with Inspect's ``write_eval_log`` (replaced atomically)."""
+    from inspect_ai.log import write_eval_log
+
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.tmp")
-
-    def dump(value: Any) -> str:
-        return json.dumps(value, ensure_ascii=False, default=str)
-
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
-        zf.writestr("_journal/start.json", dump({"version": header["version"], "eval": header["eval"],
-                                                  "plan": header["plan"]}))
-        zf.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json", dump(sample))
-        zf.writestr("summaries.json", dump([_summary(sample)]))
-        zf.writestr("header.json", dump(header))
+    write_eval_log(cell_log(group), str(tmp), format="eval")
     tmp.replace(dest)
     return dest
 
 
-def log_name(run: RunDir) -> str:
-    """``<created>_<task>_<run id>.eval`` (Inspect's naming: time, task, id)."""
-    ident = run.identity()
-    start = run.start_record()
-    ts = _finite(start.get("started_at"))
-    stamp = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H-%M-%S+00-00") if ts else "unknown"
-    task = str(ident.get("task") or "task").replace("/", "-")
-    if ident.get("profile"):
-        task += f"-{ident['profile']}"
-    return f"{stamp}_{task}_{ident.get('run_id') or run.path.name}.eval"
-
-
 def export_runs(paths: Iterable[Path | str], out_dir: Path | str, *,
-                broken: list[str] | None = None) -> list[tuple[Path, Path]]:
-    """Write one ``.eval`` log per run under ``paths`` into ``out_dir``; returns
-    ``(run dir, log)`` pairs.  A broken run is left out and its line appended to
-    ``broken`` (logged as a warning when ``broken`` is not given)."""
+                broken: list[str] | None = None) -> list[tuple[Path, Path, int]]:
+    """Write one ``.eval`` log per cell of the runs under ``paths`` into ``out_dir``;
+    returns ``(run dir, log, epoch)`` per run.  A broken run is left out and its line
+    appended to ``broken`` (logged as a warning when ``broken`` is not given).
+    :class:`InspectMissing` when ``inspect-ai`` is not installed."""
+    require_inspect()
     out_dir = Path(out_dir)
-    written = []
+    problems: list[str] = []
+    epochs = []
     for run in iter_runs([Path(p) for p in paths]):
         problem = run_problem(run)
         if problem is None:
             try:
-                written.append((run.path, write_log(run, out_dir / log_name(run))))
+                epochs.append(run_epoch(run))
                 continue
             except Exception as exc:  # noqa: BLE001 - a case the checks missed: this run only
                 problem = f"{run.path}: cannot be exported: {type(exc).__name__}: {str(exc)[:300]}"
+        problems.append(problem)
+    written = []
+    for group in cells(epochs):
+        try:
+            dest = write_log(group, out_dir / log_name(group))
+        except Exception as exc:  # noqa: BLE001 - this cell only
+            problems += [f"{e.run.path}: cannot be exported: {type(exc).__name__}: {str(exc)[:300]}" for e in group]
+            continue
+        written += [(e.run.path, dest, n) for n, e in enumerate(group, start=1)]
+    for problem in problems:
         if broken is not None:
             broken.append(problem)
         else:
-            log.warning("rgym: broken run not exported: %s", problem)
+            logger.warning("rgym: broken run not exported: %s", problem)
     return written

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_run, rgym
 from rgym_view.analysis import classify, classify_command, first_program
+
+from conftest import make_run, rgym
 
 
 def analyze_json(*args: str, cwd: Path) -> dict[str, Any]:
@@ -230,6 +231,7 @@ def test_tools_are_classed() -> None:
 def test_many_runs_are_read_by_worker_processes_with_the_same_answers(
         synthetic: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     from rgym_view import data
+    from rgym_view import runs as view_runs
     from rgym_view.analysis import analyze_paths
 
     runs, _ = synthetic
@@ -237,7 +239,7 @@ def test_many_runs_are_read_by_worker_processes_with_the_same_answers(
     serial = analyze_paths([runs]).to_dict()
     rows, trajectories = data.load([runs])
     monkeypatch.setenv("RGYM_VIEW_WORKERS", "2")
-    monkeypatch.setattr(data, "PARALLEL_MIN_ITEMS", 2)
+    monkeypatch.setattr(view_runs, "PARALLEL_MIN_ITEMS", 2)
     assert analyze_paths([runs]).to_dict() == serial
     assert data.load([runs]) == (rows, trajectories)
     assert len(rows) == 8 and [r["id"] for r in rows] == list(range(8))

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_run, rgym
 from inspect_ai.log import EvalLog, read_eval_log, read_eval_log_sample_summaries
 
+from conftest import make_run, rgym
 from rgym_core.rundir import RunDir
 
 
@@ -47,8 +47,8 @@ def test_every_exported_run_reads_back_with_its_steps_and_final_score(
         result = run.result()
         steps = steps_of(run.path)
         assert log.status == "success"
-        assert log.eval.task == "rgym/demo"
-        assert log.eval.run_id == result.run_id
+        assert log.eval.task == "rgym/rgym/demo"  # the whole name under rgym's namespace
+        assert log.eval.config.epochs == 1 and log.samples[0].metadata["rgym_run_id"] == result.run_id
         # the same number of steps: one tool call and one tool result per step, in order
         tools = tool_messages(log)
         assert len(tools) == len(steps) == result.steps, name
@@ -63,8 +63,9 @@ def test_every_exported_run_reads_back_with_its_steps_and_final_score(
         assert score.value == pytest.approx(result.final_scores)
         assert score.explanation == "submitted"
         assert score.metadata["primary_metric"] == result.primary_metric == "r2"
-        metrics = log.results.scores[0].metrics
-        assert {k: m.value for k, m in metrics.items()} == pytest.approx(result.final_scores)
+        # one EvalScore per metric (the primary first), its mean over the epochs: here the one run
+        assert log.results.scores[0].name == "r2"
+        assert {s.name: s.metrics["mean"].value for s in log.results.scores} == pytest.approx(result.final_scores)
         # the validations are intermediate score events; the final grading is not
         scores = [e for e in log.samples[0].events if e.event == "score"]
         assert [e.intermediate for e in scores] == [g.kind == "validate" for g in result.scores]
@@ -97,7 +98,7 @@ def test_a_model_run_keeps_its_conversation_tool_calls_and_usage(
     # what `inspect view` lists: the header and the sample summaries
     header = read_eval_log(str(next(iter(Path(log.location).parent.glob(f"*{result.run_id}.eval")))),
                            header_only=True)
-    assert header.samples is None and header.results.scores[0].metrics["r2"].value == pytest.approx(
+    assert header.samples is None and header.results.scores[0].metrics["mean"].value == pytest.approx(
         result.final_scores["r2"])
     summaries = read_eval_log_sample_summaries(log.location)
     assert len(summaries) == 1 and summaries[0].message_count == len(sample.messages)

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_run, rgym
 
-from rgym_core.runs_cli import filter_runs, iter_summaries, parse_since
+from conftest import make_run, rgym
+from rgym_core.runs import iter_summaries
+from rgym_core.runs_cli import filter_runs, parse_since
 
 
 def runs_json(*args: str, cwd: Path) -> list[dict[str, Any]]:

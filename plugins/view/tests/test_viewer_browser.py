@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_run, rgym
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from conftest import make_run, rgym
 from rgym_core.records import Action, Observation, Step
 from rgym_core.rundir import TrajectoryWriter
-from rgym_core.runs_cli import summarize
+from rgym_core.runs import summarize
 
 
 def wait(driver: Any, condition: Any, timeout: float = 20) -> Any:

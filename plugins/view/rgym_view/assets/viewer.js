@@ -185,8 +185,9 @@
       '<select id="filter-mode">' + options(modes, "any or no failure mode") + "</select>" +
       '<label><input type="checkbox" id="filter-flagged"> flagged only</label>' +
       '<span class="count" id="run-count"></span></div>' +
-      '<table id="runs"><thead><tr>' + COLS.map(function (c) {
-        return '<th class="sortable ' + (c[2] || "") + '" data-key="' + c[0] + '">' + c[1] + "</th>";
+      '<details id="plots" open><summary><b>Plots</b> <span class="muted small">of the runs listed below (the filters apply)</span></summary><div id="plot-box"></div></details>' +
+      '<table id="runs"><colgroup>' + COLS.map(function (c) { return '<col class="col-' + c[0] + '">'; }).join("") + "</colgroup><thead><tr>" + COLS.map(function (c) {
+        return '<th class="sortable ' + (c[2] || "") + '" data-key="' + c[0] + '" title="sort by ' + c[1] + '">' + c[1] + "</th>";
       }).join("") + "</tr></thead><tbody></tbody></table>";
     var ids = { "filter-text": "text", "filter-task": "task", "filter-solver": "solver", "filter-status": "status", "filter-mode": "mode" };
     Object.keys(ids).forEach(function (id) {
@@ -206,6 +207,10 @@
         state.sort = key;
         fillList();
       });
+    });
+    document.getElementById("plot-box").addEventListener("click", function (ev) {
+      var pt = ev.target.closest("[data-id]");
+      if (pt) location.hash = "#run=" + pt.getAttribute("data-id");
     });
     app.querySelector("#runs tbody").addEventListener("click", function (ev) {
       var tr = ev.target.closest("tr.run-row");
@@ -250,9 +255,9 @@
     var body = app.querySelector("#runs tbody");
     var html = rows.map(function (r) {
       return '<tr class="run-row" data-id="' + r.id + '" title="' + esc(r.path) + '">' +
-        '<td class="task">' + esc(r.task_label) + "</td>" +
-        '<td class="agent">' + esc(r.agent) + "</td>" +
-        '<td class="model">' + esc(r.model || "") + "</td>" +
+        '<td class="task cut" title="' + esc(r.task_label) + '">' + esc(r.task_label) + "</td>" +
+        '<td class="agent cut" title="' + esc(r.agent) + '">' + esc(r.agent) + "</td>" +
+        '<td class="model cut" title="' + esc(r.model || "") + '">' + esc(r.model || "") + "</td>" +
         '<td class="num">' + esc(r.seed == null ? "" : r.seed) + "</td>" +
         '<td class="status">' + statusBadge(r) + "</td>" +
         '<td class="num score-cell">' + scoreCell(r) + "</td>" +
@@ -265,6 +270,101 @@
     }).join("");
     body.innerHTML = html || '<tr><td colspan="12" class="empty">No run matches the filters.</td></tr>';
     document.getElementById("run-count").textContent = rows.length + " of " + RUNS.length + " runs";
+    renderPlots(rows);
+  }
+
+  // ------------------------------------------------------------------ plots across runs (inline SVG)
+  var PALETTE = ["#2f5fd0", "#d0552f", "#16794a", "#8a3fd0", "#a15c00", "#0f8a9d", "#c2185b", "#5d6b7a"];
+  var MAX_PLOT_TASKS = 12;
+  function byTask(rows) {
+    var tasks = {}, order = [];
+    rows.forEach(function (r) {
+      var k = r.task_label || "?";
+      if (!tasks[k]) { tasks[k] = []; order.push(k); }
+      tasks[k].push(r);
+    });
+    order.sort();
+    return { tasks: tasks, order: order };
+  }
+  function colorOf(solvers, name) { return PALETTE[solvers.indexOf(name) % PALETTE.length]; }
+  function extent(vals) {
+    var lo = Infinity, hi = -Infinity;
+    vals.forEach(function (v) { if (v < lo) lo = v; if (v > hi) hi = v; });
+    if (lo === hi) { hi += Math.abs(hi) * 0.1 || 1; lo -= Math.abs(lo) * 0.1 || 0; }
+    return [lo, hi];
+  }
+  // one task: each solver a column, each run a dot, the mean a bar
+  function scoreStrip(task, runs, solvers) {
+    var W = 320, H = 170, L = 46, R = 10, T = 12, B = 40;
+    var scored = runs.filter(function (r) { return r.score != null; });
+    var cols = [];
+    scored.forEach(function (r) { if (cols.indexOf(r.solver) < 0) cols.push(r.solver); });
+    cols.sort();
+    var title = esc(task) + ": primary score per run";
+    if (!scored.length) return '<div class="chart card plot-score"><div class="title cut" title="' + esc(task) + '">' + title + '</div><div class="muted small">no scored run</div></div>';
+    var ys = scored.map(function (r) { return r.score; });
+    scored.forEach(function (r) { if (r.baseline != null) ys.push(r.baseline); });
+    var e = extent(ys), y0 = e[0], y1 = e[1];
+    function Y(v) { return H - B - (v - y0) / (y1 - y0) * (H - T - B); }
+    var cw = (W - L - R) / cols.length;
+    var svg = '<svg viewBox="0 0 ' + W + " " + H + '" role="img" aria-label="' + title + '">';
+    svg += '<line class="axis" x1="' + L + '" y1="' + (H - B) + '" x2="' + (W - R) + '" y2="' + (H - B) + '"/><line class="axis" x1="' + L + '" y1="' + T + '" x2="' + L + '" y2="' + (H - B) + '"/>';
+    svg += '<text x="' + (L - 4) + '" y="' + (T + 8) + '" text-anchor="end">' + esc(num(y1, 3)) + '</text><text x="' + (L - 4) + '" y="' + (H - B) + '" text-anchor="end">' + esc(num(y0, 3)) + "</text>";
+    var base = scored.filter(function (r) { return r.baseline != null; })[0];
+    if (base) svg += '<line class="base" x1="' + L + '" x2="' + (W - R) + '" y1="' + Y(base.baseline).toFixed(1) + '" y2="' + Y(base.baseline).toFixed(1) + '"><title>baseline ' + esc(num(base.baseline)) + "</title></line>";
+    cols.forEach(function (solver, ci) {
+      var cx = L + cw * (ci + 0.5), pts = scored.filter(function (r) { return r.solver === solver; }), sum = 0;
+      pts.forEach(function (r, k) {
+        sum += r.score;
+        var jitter = pts.length > 1 ? (k / (pts.length - 1) - 0.5) * Math.min(cw * 0.5, 40) : 0;
+        svg += '<circle class="run-pt" r="3.5" fill="' + colorOf(solvers, solver) + '" cx="' + (cx + jitter).toFixed(1) + '" cy="' + Y(r.score).toFixed(1) + '" data-id="' + r.id + '"><title>' + esc(solver) + (r.seed != null ? " seed " + esc(r.seed) : "") + ": " + esc(num(r.score, 6)) + "</title></circle>";
+      });
+      var mean = sum / pts.length;
+      svg += '<line class="mean" x1="' + (cx - cw * 0.35).toFixed(1) + '" x2="' + (cx + cw * 0.35).toFixed(1) + '" y1="' + Y(mean).toFixed(1) + '" y2="' + Y(mean).toFixed(1) + '"><title>mean ' + esc(num(mean, 6)) + " over " + pts.length + " runs</title></line>";
+      var label = solver.length > 24 ? solver.slice(0, 23) + "…" : solver;
+      svg += '<text x="' + cx.toFixed(1) + '" y="' + (H - B + 14) + '" text-anchor="middle">' + esc(label) + "<title>" + esc(solver) + "</title></text>";
+      svg += '<text x="' + cx.toFixed(1) + '" y="' + (H - B + 26) + '" text-anchor="middle">n=' + pts.length + "</text>";
+    });
+    svg += "</svg>";
+    return '<div class="chart card plot-score"><div class="title cut" title="' + esc(task) + '">' + title + "</div>" + svg + "</div>";
+  }
+  // one task: each run's validation score by step, a line per run coloured by solver
+  function scoreSteps(task, runs, solvers) {
+    var W = 320, H = 170, L = 46, R = 10, T = 12, B = 24;
+    var withCurve = runs.filter(function (r) { return r.curve && r.curve.length; });
+    var title = esc(task) + ": validation score by step";
+    if (!withCurve.length) return '<div class="chart card plot-steps"><div class="title cut" title="' + esc(task) + '">' + title + '</div><div class="muted small">no validation scores</div></div>';
+    var xs = [], ys = [];
+    withCurve.forEach(function (r) { r.curve.forEach(function (p) { xs.push(p[0]); ys.push(p[1]); }); });
+    var ex = extent(xs.concat([0])), ey = extent(ys);
+    function X(v) { return L + (v - ex[0]) / (ex[1] - ex[0]) * (W - L - R); }
+    function Y(v) { return H - B - (v - ey[0]) / (ey[1] - ey[0]) * (H - T - B); }
+    var svg = '<svg viewBox="0 0 ' + W + " " + H + '" role="img" aria-label="' + title + '">';
+    svg += '<line class="axis" x1="' + L + '" y1="' + (H - B) + '" x2="' + (W - R) + '" y2="' + (H - B) + '"/><line class="axis" x1="' + L + '" y1="' + T + '" x2="' + L + '" y2="' + (H - B) + '"/>';
+    svg += '<text x="' + (L - 4) + '" y="' + (T + 8) + '" text-anchor="end">' + esc(num(ey[1], 3)) + '</text><text x="' + (L - 4) + '" y="' + (H - B) + '" text-anchor="end">' + esc(num(ey[0], 3)) + "</text>";
+    svg += '<text x="' + L + '" y="' + (H - 8) + '">step ' + esc(num(ex[0], 4)) + '</text><text x="' + (W - R) + '" y="' + (H - 8) + '" text-anchor="end">' + esc(num(ex[1], 4)) + "</text>";
+    withCurve.forEach(function (r) {
+      var color = colorOf(solvers, r.solver), pts = r.curve.map(function (p) { return X(p[0]).toFixed(1) + "," + Y(p[1]).toFixed(1); });
+      svg += '<polyline class="run-curve" fill="none" stroke="' + color + '" points="' + pts.join(" ") + '" data-id="' + r.id + '"><title>' + esc(r.solver) + (r.seed != null ? " seed " + esc(r.seed) : "") + "</title></polyline>";
+      r.curve.forEach(function (p) { svg += '<circle class="run-pt" r="2.5" fill="' + color + '" cx="' + X(p[0]).toFixed(1) + '" cy="' + Y(p[1]).toFixed(1) + '" data-id="' + r.id + '"><title>step ' + esc(p[0]) + ": " + esc(num(p[1], 6)) + "</title></circle>"; });
+    });
+    svg += "</svg>";
+    return '<div class="chart card plot-steps"><div class="title cut" title="' + esc(task) + '">' + title + "</div>" + svg + "</div>";
+  }
+  function renderPlots(rows) {
+    var box = document.getElementById("plot-box");
+    if (!box) return;
+    var solvers = [];
+    RUNS.forEach(function (r) { if (solvers.indexOf(r.solver) < 0) solvers.push(r.solver); });
+    solvers.sort();
+    var g = byTask(rows), shown = g.order.slice(0, MAX_PLOT_TASKS), html = "";
+    var legend = solvers.filter(function (sv) { return rows.some(function (r) { return r.solver === sv; }); }).map(function (sv) {
+      return '<span class="legend-item cut" title="' + esc(sv) + '"><span class="swatch" style="background:' + colorOf(solvers, sv) + '"></span>' + esc(sv) + "</span>";
+    }).join("");
+    shown.forEach(function (task) { html += scoreStrip(task, g.tasks[task], solvers) + scoreSteps(task, g.tasks[task], solvers); });
+    box.innerHTML = rows.length ? '<div class="legend small">' + legend + "</div>" + '<div class="charts plots">' + html + "</div>" +
+      (g.order.length > shown.length ? '<div class="muted small">' + (g.order.length - shown.length) + " more tasks not plotted: choose one with the task filter</div>" : "")
+      : '<div class="muted small">no run to plot</div>';
   }
 
   // ------------------------------------------------------------------ one run
@@ -359,14 +459,14 @@
     // budget
     var tokens = (run.input_tokens || 0) + (run.output_tokens || 0);
     function used(v, limit, fmt) { return esc(fmt(v)) + (limit ? ' <span class="muted">of ' + esc(fmt(limit)) + " (" + Math.round(v / limit * 100) + "%)</span>" : ""); }
-    var nCalls = 0, latency = 0;
-    steps.forEach(function (s) { (s.m || []).forEach(function (c) { nCalls++; latency += c[4] || 0; }); });
+    var nCalls = 0, latency = 0, nRetries = 0;
+    steps.forEach(function (s) { nRetries += s.rt || 0; (s.m || []).forEach(function (c) { nCalls++; latency += c[4] || 0; }); });
     var budgetCard = '<div class="card" id="budget"><h3>Budget used</h3>' + kv([
       ["steps", used(run.steps, budget.max_steps, String)],
       ["time", used(run.duration_s || 0, budget.time_limit_s, dur)],
       ["cost", used(run.cost_usd || 0, budget.cost_limit_usd, function (v) { return "$" + (+v).toFixed(4); })],
       ["tokens", used(tokens, budget.token_limit, String) + ' <span class="muted small">(' + (run.input_tokens || 0) + " in / " + (run.output_tokens || 0) + " out)</span>"],
-      ["model calls", nCalls ? nCalls + ' <span class="muted small">mean latency ' + (latency / nCalls).toFixed(2) + " s</span>" : "none"],
+      ["model calls", nCalls ? nCalls + ' <span class="muted small">mean latency ' + (latency / nCalls).toFixed(2) + " s" + (nRetries ? " · " + nRetries + " retried attempt" + (nRetries > 1 ? "s" : "") : "") + "</span>" : "none"],
       ["identity", esc([run.sandbox, run.run_id].filter(Boolean).join(" · "))]
     ]) + "</div>";
     // validations
@@ -423,7 +523,10 @@
       return '<li><span class="badge ' + (f.severity === "warning" ? "warn" : "info") + '">' + esc(f.severity) + "</span> <b>" + esc(f.kind.replace(/_/g, " ")) + "</b> " +
         (f.steps || []).slice(0, 20).map(function (s) { return '<a class="step-link" data-step="' + s + '">#' + s + "</a>"; }).join(" ") + ((f.steps || []).length > 20 ? " …" : "") + ": " + esc(f.message) + "</li>";
     }).join("") + "</ul>" : '<span class="badge good">none found</span>') + "</div>" : "";
-    app.innerHTML = head + '<div class="cards">' + resultCard + budgetCard + valCard + intCard + modeCard + "</div>" + charts + prompt + toolbar + '<div class="steps" id="steps"></div>';
+    var ws = traj.workspace;
+    var wsCard = ws ? '<details class="card" id="workspace-diff"' + ((ws.files || []).length <= 20 ? " open" : "") + '><summary><b>Final workspace against the starter files</b> <span class="muted small">' + (ws.files || []).length + " files differ</span></summary>" +
+      treeDiffHtml(ws, "the final workspace is the starter, unchanged") + "</details>" : "";
+    app.innerHTML = head + '<div class="cards">' + resultCard + budgetCard + valCard + intCard + modeCard + "</div>" + charts + wsCard + prompt + toolbar + '<div class="steps" id="steps"></div>';
     current = { run: run, traj: traj, order: null, observer: null, blocks: [] };
     var filt = { text: "", tool: "", errors: false, vals: false };
     function refilter() {
@@ -435,7 +538,7 @@
         if (filt.errors && !(s.e || (s.x != null && s.x !== 0) || s.rj)) continue;
         if (filt.vals && !(s.v || s.t === "submit" || s.t === "validate")) continue;
         if (words) {
-          var hay = (s.t + " " + JSON.stringify(s.a) + " " + (s.th || "") + " " + (s.o || "")).toLowerCase();
+          var hay = (s.t + " " + JSON.stringify(s.a) + " " + (s.th || "") + " " + (s.o || "") + (s.df ? " " + JSON.stringify(s.df) : "")).toLowerCase();
           if (hay.indexOf(words) < 0) continue;
         }
         order.push(i);
@@ -537,6 +640,49 @@
       '<span class="fold-note">… ' + lines.length + " lines, " + hidden.toLocaleString() + ' characters folded … <button class="unfold" data-step="' + s.i + '">show all ' + lines.length + " lines</button></span>" +
       esc(tail) + "</pre>";
   }
+  // ------------------------------------------------------------------ diffs
+  var DIFF_FOLD_LINES = 60;  // a diff longer than this starts collapsed
+  function diffCounts(text) {
+    var add = 0, del = 0;
+    String(text || "").split("\n").forEach(function (l) {
+      if (l[0] === "+" && l.slice(0, 4) !== "+++ ") add++;
+      else if (l[0] === "-" && l.slice(0, 4) !== "--- ") del++;
+    });
+    return [add, del];
+  }
+  function diffPre(text) {
+    return '<pre class="diff">' + String(text || "").replace(/\n$/, "").split("\n").map(function (l) {
+      var c = l.slice(0, 3) === "+++" || l.slice(0, 3) === "---" ? "dh" : l[0] === "+" ? "da" : l[0] === "-" ? "dd" : l.slice(0, 2) === "@@" ? "dk" : l[0] === "[" ? "dn" : "";
+      return c ? '<span class="' + c + '">' + esc(l) + "</span>" : esc(l);
+    }).join("\n") + "</pre>";
+  }
+  // one file's change: a <details> open when the diff is short
+  function fileDiffHtml(f) {
+    var what = f.change || (f.new ? "added" : "changed");
+    var label = '<span class="badge ' + (what === "added" ? "good" : what === "removed" ? "bad" : "info") + '">' + esc(what) + "</span> " +
+      '<span class="path" title="' + esc(f.path) + '">' + esc(f.path) + "</span>";
+    if (f.link) return '<div class="file-diff small">' + label + ' <span class="muted">a link (not followed)</span></div>';
+    if (f.special) return '<div class="file-diff small">' + label + ' <span class="muted">not a regular file</span></div>';
+    if (f.binary) return '<div class="file-diff small">' + label + ' <span class="muted">binary or larger than the viewer diffs' + (f.size != null ? " · " + esc(f.size) + " bytes" : "") + "</span></div>";
+    if (f.diff == null) return '<div class="file-diff small">' + label + ' <span class="muted">' + esc(f.note || "no diff") + "</span></div>";
+    var n = diffCounts(f.diff), lines = f.diff.split("\n").length;
+    return '<details class="file-diff"' + (lines <= DIFF_FOLD_LINES ? " open" : "") + "><summary>" + label +
+      ' <span class="da">+' + n[0] + '</span> <span class="dd">−' + n[1] + "</span>" + (lines > DIFF_FOLD_LINES ? ' <span class="muted small">(' + lines + " lines, click to show)</span>" : "") +
+      "</summary>" + diffPre(f.diff) + "</details>";
+  }
+  function treeDiffHtml(w, empty) {
+    if (!w) return "";
+    var html = "";
+    if (w.error) html += '<div class="small" style="color:var(--bad)">' + esc(w.error) + "</div>";
+    if (w.note) html += '<div class="small muted">' + esc(w.note) + "</div>";
+    var counts = { added: 0, removed: 0, changed: 0 };
+    (w.files || []).forEach(function (f) { counts[f.change] = (counts[f.change] || 0) + 1; });
+    html += '<div class="small diff-summary">' + counts.added + " added · " + counts.removed + " removed · " + counts.changed + " changed · " + (w.same || 0) + " unchanged" +
+      (w.more ? " · " + w.more + " more not listed" : "") + ' <span class="muted">(against ' + esc(w.against) + ")</span></div>";
+    html += (w.files || []).length ? w.files.map(fileDiffHtml).join("") : '<div class="muted small">' + esc(empty) + "</div>";
+    return html;
+  }
+
   function stepHtml(s) {
     var bad = s.e || (s.x != null && s.x !== 0) || s.rj;
     var cls = "step" + (bad ? " err" : "") + (s.v && s.v.valid ? " val" : "");
@@ -550,12 +696,15 @@
     if (s.el != null) bits.push('<span title="elapsed since the start">t+' + dur(s.el) + "</span>");
     if (s.ti || s.to) bits.push("<span>" + kilo(s.ti || 0) + " in / " + kilo(s.to || 0) + " out tok</span>");
     if (s.c) bits.push("<span>" + money(s.c) + "</span>");
+    if (s.rt) bits.push('<span class="badge warn retries" title="failed model-call attempts that were retried">' + s.rt + " retr" + (s.rt > 1 ? "ies" : "y") + "</span>");
     var html = '<div class="' + cls + '" id="step-' + s.i + '" data-tool="' + esc(s.t) + '"><div class="head">' + bits.join("") + "</div>";
     if (s.th) {
       var th = s.th;
       html += th.length > 800 ? '<details class="thought"><summary>' + esc(th.slice(0, 300)) + "…</summary>" + esc(th) + "</details>" : '<div class="thought">' + esc(th) + "</div>";
     }
     html += actionHtml(s);
+    if (s.df && s.df.length) html += '<div class="label">file change</div><div class="step-diff">' + s.df.map(fileDiffHtml).join("") + "</div>";
+    if (s.ws) html += '<div class="label">workspace change ' + (s.ws.since ? "since the snapshot of step #" + esc(s.ws.since) : "since the start") + ' (the files the grader reads)</div><div class="step-diff snapshot-diff">' + treeDiffHtml(s.ws, "no change") + "</div>";
     if (s.v) {
       html += s.v.valid ? '<div class="validation good">validation: ' + scoresText(s.v.scores) + "</div>"
         : '<div class="validation bad">validation failed: ' + esc(s.v.error || "") + "</div>";
@@ -564,9 +713,12 @@
     if (s.m && s.m.length) {
       var tin = 0, tout = 0, lat = 0, cost = 0;
       s.m.forEach(function (m) { tin += m[1]; tout += m[2]; cost += m[3] || 0; lat += m[4] || 0; });
-      html += '<details class="calls"><summary>' + s.m.length + " model call" + (s.m.length > 1 ? "s" : "") + " · " + tin + " in / " + tout + " out tokens · " + lat.toFixed(2) + " s" + (cost ? " · " + money(cost) : "") + "</summary>" +
+      html += '<details class="calls"><summary>' + s.m.length + " model call" + (s.m.length > 1 ? "s" : "") + " · " + tin + " in / " + tout + " out tokens · " + lat.toFixed(2) + " s" + (cost ? " · " + money(cost) : "") + (s.rt ? " · " + s.rt + " failed attempt" + (s.rt > 1 ? "s" : "") + " retried" : "") + "</summary>" +
         s.m.map(function (m) {
-          return '<div class="small">' + esc(m[0] || "model") + " · " + m[1] + " in / " + m[2] + " out · " + (m[4] != null ? m[4] + " s" : "") + (m[5] ? " · stop: " + esc(m[5]) : "") + "</div>" + (m[6] ? "<pre>" + esc(m[6]) + "</pre>" : "");
+          var retries = m[7] && m[7].length ? '<div class="small retries">' + (m[7].length + 1) + " attempts: " + m[7].map(function (r) {
+            return "#" + esc(r[0]) + " " + (r[1] ? "HTTP " + esc(r[1]) + " " : "") + esc(r[2]) + (r[3] != null ? ", waited " + (+r[3]).toFixed(2) + " s" : "");
+          }).join("; ") + "; #" + (m[7].length + 1) + " answered</div>" : "";
+          return '<div class="small">' + esc(m[0] || "model") + " · " + m[1] + " in / " + m[2] + " out · " + (m[4] != null ? m[4] + " s" : "") + (m[5] ? " · stop: " + esc(m[5]) : "") + "</div>" + retries + (m[6] ? "<pre>" + esc(m[6]) + "</pre>" : "");
         }).join("") + "</details>";
     } else if (s.r) {
       html += '<details class="calls"><summary>raw agent output</summary><pre>' + esc(s.r) + "</pre></details>";
