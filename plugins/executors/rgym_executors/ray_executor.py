@@ -20,16 +20,13 @@ waits forever.
 Options (``--executor-option KEY=VALUE``): ``namespace`` (Ray namespace, default
 ``rgym``: a resumed sweep finds its actors there), ``max_retries`` (Ray's own
 restarts of an actor whose worker died, default 0: the sweep's
-``--retry-errors`` decides), ``runtime_env`` (JSON, passed to ``ray.init``),
-``node_ip`` (this machine's address in the cluster; default: see :func:`node_address`).
+``--retry-errors`` decides), ``runtime_env`` (JSON, passed to ``ray.init``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import json
-import socket
 import threading
 import time
 from typing import Any
@@ -58,33 +55,6 @@ def ray_job(payload: dict[str, Any]) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - informative only
         pass
     return out
-
-
-def node_address(address: str) -> str | None:
-    """This machine's address as the cluster at ``address`` sees it, found without
-    Ray's own guess (a route towards a public DNS server).  ``None`` for a cluster on
-    this machine (``auto`` or a loopback address): Ray then takes the address from
-    the local node's session files and looks nowhere; an explicit loopback address
-    would make it look (Ray 2.60 turns ``127.0.0.1`` into a "reachable" address by
-    asking that route).  Otherwise the source address of the route to the head (a
-    UDP ``connect`` sends nothing)."""
-    if address in ("", "auto", "local") or "://" in address:
-        return None
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]") or address
-    try:
-        family, _, _, _, sockaddr = socket.getaddrinfo(host, int(port) if port.isdigit() else 6379,
-                                                       type=socket.SOCK_DGRAM)[0]
-    except (OSError, ValueError):
-        return None  # ray.init reports an unusable address
-    if ipaddress.ip_address(sockaddr[0]).is_loopback:
-        return None
-    with socket.socket(family, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(sockaddr)
-        except OSError:
-            return None
-        return str(probe.getsockname()[0])
 
 
 class EpisodeActor:
@@ -156,9 +126,6 @@ class RayExecutor(Executor):
         init: dict[str, Any] = {"address": self.options.address or "auto", "log_to_driver": False,
                                 "ignore_reinit_error": True, "logging_level": "error"}
         init["namespace"] = self.namespace
-        node = opts.get("node_ip") or node_address(init["address"])
-        if node:
-            init["_node_ip_address"] = str(node)
         if opts.get("runtime_env"):
             env = opts["runtime_env"]
             init["runtime_env"] = json.loads(env) if isinstance(env, str) else env
