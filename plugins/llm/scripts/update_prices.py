@@ -45,7 +45,7 @@ def _num(value: Any) -> tuple[float | None, str | None]:
     base = getattr(value, "base", None)
     tiers = getattr(value, "tiers", None) or []
     note = ", ".join(f"{float(t.price):g} above {t.start} prompt tokens" for t in tiers)
-    return float(base), note or None
+    return float(base if base is not None else 0.0), note or None
 
 
 def _in_force(prices: Any, today: dt.date) -> Any:

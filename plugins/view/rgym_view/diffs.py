@@ -175,7 +175,7 @@ def compare(before: dict[str, _Entry], after: dict[str, _Entry], against: str) -
 def _starter(task_id: str, profile: str | None) -> tuple[dict[str, _Entry] | None, str]:
     """``(entries, note)`` of the installed task's starter files (``None``, with the
     reason, when the task is not installed here)."""
-    from rgym_core.registry import load_registry
+    from rgym_core import load_registry
 
     try:
         task = load_registry(lazy=True).task(task_id)

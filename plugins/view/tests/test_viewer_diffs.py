@@ -126,7 +126,15 @@ def test_the_list_page_plots_and_the_table_fits_1400px(
 
 
 def test_long_names_are_cut_with_the_full_text_in_a_title(browser: Any, tmp_path: Path) -> None:
-    from conftest import make_run
+    import importlib.util
+
+    # this folder's conftest.py (a bare `import conftest` may find another package's first)
+    spec = importlib.util.spec_from_file_location("rgym_view_tests_conftest",
+                                                  Path(__file__).with_name("conftest.py"))
+    assert spec is not None and spec.loader is not None
+    local = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(local)
+    make_run = local.make_run
 
     name = "pack/" + "very-long-task-name-" * 12
     make_run(tmp_path / "runs" / "a", [{"tool": "bash", "args": {"command": "ls"}, "output": ""}],
