@@ -107,23 +107,30 @@ c.main()
 """
 
 
-@pytest.mark.skipif(bool(__import__("rgym_core").sandbox.host_gpu_count()),
-                    reason="not applicable: this machine has a GPU, so a GPU profile may run")
-def test_a_gpu_profile_on_a_machine_without_one_is_refused_before_the_run(tmp_path: Path) -> None:
-    """A profile that declares GPUs never runs on the CPU by accident (its numbers would
-    be compared with the GPU runs'): one line naming the fix, exit 2, nothing created;
-    ``--gpus 0`` runs it knowingly."""
+def demo_with_profiles(tmp_path: Path, profiles: str) -> Path:
+    """A copy of the demo task as ``gpu/demo`` with the YAML ``profiles`` block given."""
     import shutil
-    import subprocess
-    import sys
 
     demo = Path(__import__("rgym_core").__file__).parent / "demo" / "tasks" / "demo"
     task = tmp_path / "demo"
     shutil.copytree(demo, task)
     spec = task / "task.yaml"
     spec.write_text(spec.read_text().replace("id: rgym/demo\n", "id: gpu/demo\n", 1)
-                    + "profiles:\n  gpu:\n    description: on one GPU\n"
-                      "    resources: {gpus: 1}\n")
+                    + "profiles:\n" + profiles)
+    return task
+
+
+@pytest.mark.skipif(bool(__import__("rgym_core").sandbox.host_gpu_count()),
+                    reason="not applicable: this machine has a GPU, so a GPU profile may run")
+def test_a_gpu_profile_on_a_machine_without_one_is_refused_before_the_run(tmp_path: Path) -> None:
+    """A profile that declares GPUs never runs on the CPU by accident (its numbers would
+    be compared with the GPU runs'): one line naming the fix, exit 2, nothing created;
+    ``--gpus 0`` runs it knowingly."""
+    import subprocess
+    import sys
+
+    task = demo_with_profiles(tmp_path, "  gpu:\n    description: on one GPU\n"
+                                        "    resources: {gpus: 1}\n")
     runs = tmp_path / "runs"
 
     def rgym(*args: str) -> subprocess.CompletedProcess[str]:
@@ -145,17 +152,11 @@ def test_a_profile_rgym_cannot_run_yet_is_refused_and_shown(tmp_path: Path) -> N
     """``unavailable:`` (a ResearchGym profile whose benchmark has no grader here): the run
     is refused before anything is created, never graded on something smaller; `rgym
     show` says why."""
-    import shutil
     import subprocess
     import sys
 
-    demo = Path(__import__("rgym_core").__file__).parent / "demo" / "tasks" / "demo"
-    task = tmp_path / "demo"
-    shutil.copytree(demo, task)
-    spec = task / "task.yaml"
-    spec.write_text(spec.read_text().replace("id: rgym/demo\n", "id: gpu/demo\n", 1)
-                    + "profiles:\n  paper:\n    description: the paper's size\n"
-                      "    unavailable: its data have no loader here yet\n")
+    task = demo_with_profiles(tmp_path, "  paper:\n    description: the paper's size\n"
+                                        "    unavailable: its data have no loader here yet\n")
     runs = tmp_path / "runs"
     refused = subprocess.run([sys.executable, "-c", GPU_LAUNCHER, str(task), "run", "gpu/demo",
                               "--profile", "paper", "--agent", "scripted", "--runs-dir", str(runs)],
