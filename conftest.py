@@ -7,6 +7,12 @@ agents/).
   the test's distribution.  Two skips stay skips: tests marked ``gpu`` (CI machines
   have none), and skips whose reason starts with ``not applicable`` (the test can
   never apply to that configuration, e.g. a backend without a feature).
+* **Two at a time, services one at a time.**  The suite runs on every core
+  (``-n auto`` with pytest-xdist, ``--dist loadgroup``): each test file stays on one
+  worker (its module fixtures run once), and the tests that share one machine-wide
+  service (the Docker engine, the one-node Slurm, Ray) run in that service's group, one
+  after another, so no test sees another's containers, jobs or cluster.  ``-n 0``
+  runs the suite in one process.
 * **A fast loop.**  ``python -m pytest -m "not slow"`` leaves out every test marked
   ``slow``, and the tests that need ``docker``, ``slurm`` or ``ray``, or allow
   themselves more than :data:`SLOW_TIMEOUT_S` seconds, are marked ``slow`` here.
@@ -23,6 +29,8 @@ import pytest
 SLOW_TIMEOUT_S = 120
 #: Markers whose tests are slow by what they need.
 SLOW_NEEDS = ("docker", "slurm", "ray", "fullsize")
+#: Markers of machine-wide services: the tests of each run one at a time (one xdist group).
+SERVICE_GROUPS = ("docker", "slurm", "ray")
 #: A skip with a reason that starts so is by design, also in CI.
 NOT_APPLICABLE = "not applicable"
 
@@ -31,12 +39,21 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("true", "1", "yes")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    group: dict[str, str] = {}  # test file -> its xdist group: a service it uses, or itself
     for item in items:
         timeout = item.get_closest_marker("timeout")
         long = bool(timeout and timeout.args and float(timeout.args[0]) > SLOW_TIMEOUT_S)
         if long or any(item.get_closest_marker(name) for name in SLOW_NEEDS):
             item.add_marker(pytest.mark.slow)
+        file = item.nodeid.split("::", 1)[0]
+        service = next((name for name in SERVICE_GROUPS if item.get_closest_marker(name)), None)
+        if service or file not in group:
+            group[file] = service or group.get(file, file)
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group[item.nodeid.split("::", 1)[0]]))
 
 
 def _reason(longrepr: Any) -> str:

@@ -61,11 +61,14 @@ _EXPORTS: dict[str, str] = {
     # The registry, runs and run directories
     "Registry": "rgym_core.registry", "RegistryError": "rgym_core.registry",
     "create_model_client": "rgym_core.registry", "load_registry": "rgym_core.registry",
-    "RunConfig": "rgym_core.runner", "resolve_datasets": "rgym_core.runner",
+    "RunConfig": "rgym_core.runner", "RunError": "rgym_core.runner",
+    "resolve_datasets": "rgym_core.runner", "run_episode": "rgym_core.runner",
     "RESULT_FILE": "rgym_core.rundir", "RunDir": "rgym_core.rundir",
     "RunDirError": "rgym_core.rundir", "RunState": "rgym_core.rundir",
     "TRAJECTORY_FILE": "rgym_core.rundir", "iter_numbered_records": "rgym_core.rundir",
     "iter_run_dirs": "rgym_core.rundir", "write_result": "rgym_core.rundir",
+    "TrajFormatError": "rgym_core.mlgym_traj", "finite_number": "rgym_core.mlgym_traj",
+    "read_traj": "rgym_core.mlgym_traj",
     "BrokenRun": "rgym_core.runcheck", "broken_line": "rgym_core.runcheck",
     "record_problem": "rgym_core.runcheck", "result_problem": "rgym_core.runcheck",
     "run_problem": "rgym_core.runcheck", "trajectory_problem": "rgym_core.runcheck",
@@ -118,21 +121,22 @@ __all__ = [  # every name of _EXPORTS (tests/test_import_graph.py checks), and t
     "ModelCheckError", "ModelClient", "ModelFactory", "ModelProviderSpec", "ModelRequirements",
     "ModelResponse", "Observation", "PreparedDataset", "RESULT_FILE", "Registry",
     "RegistryError", "RequestFailed", "Resources", "RetryPolicy", "RunConfig", "RunDir",
-    "RunDirError", "RunState", "RunSummary", "Sandbox", "SandboxConfig", "SandboxError",
+    "RunDirError", "RunError", "RunState", "RunSummary", "Sandbox", "SandboxConfig", "SandboxError",
     "SandboxFacts", "SandboxSpec", "ScoreRecord", "SpecError", "Step", "SubTask",
     "SweepFolder", "TIMEOUT_EXIT_CODE", "TRAJECTORY_FILE", "TaskContext", "TaskSpec", "Tool",
-    "ToolArg", "ToolCall", "ToolContext", "ToolError", "ToolResult", "ToolSchema", "Usage",
+    "ToolArg", "ToolCall", "ToolContext", "ToolError", "ToolResult", "ToolSchema",
+    "TrajFormatError", "Usage",
     "WorkspaceExportError", "WorkspaceLayout", "WorkspaceQuotaExceeded", "__version__",
     "archive_digest", "better", "broken_line", "cache_root", "cached_build",
     "call_with_retries", "check_data_dir", "check_model_client", "check_status",
-    "create_model_client", "download", "extract_archive", "fetch_raw", "file_digests",
+    "create_model_client", "download", "extract_archive", "fetch_raw", "file_digests", "finite_number",
     "get_registry", "glob_match", "hookimpl", "is_retryable_status", "iter_numbered_records",
     "iter_run_dirs", "job_payload", "job_requirements", "lazy_command", "lazy_exports",
     "load_dataset", "load_registry", "load_task", "load_tasks", "locate_source",
     "normalise_id", "normalise_title", "normalise_url", "package_path", "parse_action",
-    "parse_yaml", "plugin_names", "problems", "read_data_file", "read_or_make_secret",
+    "parse_yaml", "plugin_names", "problems", "read_data_file", "read_or_make_secret", "read_traj",
     "record_problem", "render_tool_docs", "resolve_datasets", "result_problem",
-    "retry_after_seconds", "run_job", "run_problem", "safe_summary", "sha256_file",
+    "retry_after_seconds", "run_episode", "run_job", "run_problem", "safe_summary", "sha256_file",
     "snapshot_archive", "starter_folders", "structure", "task_policy", "trajectory_problem",
     "truncate_output", "truncation_marker", "unpack_run", "unstructure", "verify_checksums",
     "write_result",
@@ -187,6 +191,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
         normalise_url,
         task_policy,
     )
+    from rgym_core.mlgym_traj import TrajFormatError, finite_number, read_traj
     from rgym_core.models import (
         ModelCheckError,
         ModelClient,
@@ -227,7 +232,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
         iter_run_dirs,
         write_result,
     )
-    from rgym_core.runner import RunConfig, resolve_datasets
+    from rgym_core.runner import RunConfig, RunError, resolve_datasets, run_episode
     from rgym_core.runs import RunSummary, safe_summary
     from rgym_core.sandbox import (
         DEFAULT_OUTPUT_LIMIT,

@@ -10,6 +10,13 @@ with an :class:`AgentSpec` through the ``rgym_register_agents`` hook.
 The runner calls ``start`` once with a :class:`TaskContext`, then ``act`` with
 the observation of the previous action (the first call gets the task's opening
 observation) until the agent submits or a budget ends.
+
+Resuming (``rgym run --resume RUN_DIR``, :mod:`rgym_core.resume`) needs two more
+optional methods, described on :class:`ResumableAgent`: ``resume(steps, state)``,
+called after ``start`` to put the agent where it stood after the recorded steps,
+and ``save_state()``, whose JSON value the runner stores with each step and gives
+back to ``resume``.  An agent without ``resume`` cannot be resumed (the runner
+refuses, naming it).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from attrs import define, field
 
-from rgym_core.records import Action, EndReason, Observation, Usage
+from rgym_core.records import Action, EndReason, Observation, Step, Usage
 from rgym_core.specs import Budget, Metric, Resources
 from rgym_core.tools import ToolSchema
 
@@ -177,6 +184,30 @@ class Agent(Protocol):
     def start(self, context: TaskContext) -> Any: ...
 
     def act(self, observation: Observation) -> Action: ...
+
+
+class ResumableAgent(Protocol):
+    """The optional methods an agent adds to be resumable (``rgym run --resume``).
+
+    ``save_state()`` is called right after each ``act`` returns its action; the value
+    (plain JSON data: dicts, lists, strings, numbers) is written with that step in
+    ``trajectory.jsonl`` (``"agent_state"`` beside ``"step"``, in the same line, so a
+    kill never separates them).  Leave it out when the trajectory alone tells the
+    agent's state (the react agent rebuilds its conversation from the steps' model
+    calls); keep it small, it is written at every step.
+
+    ``resume(steps, state)`` is called once, after ``start``, when an interrupted
+    episode is continued: ``steps`` are the completed steps in order (action and
+    observation, ``action.llm_calls`` included) and ``state`` what ``save_state``
+    returned at the last of them (``None`` without one).  Afterwards the agent must
+    stand where it stood after those steps: the runner's next ``act`` gets the last
+    step's observation.  A deterministic agent resumed this way ends with the same
+    trajectory as one never interrupted.
+    """
+
+    def save_state(self) -> Any: ...
+
+    def resume(self, steps: list[Step], state: Any) -> Any: ...
 
 
 @define(frozen=True)

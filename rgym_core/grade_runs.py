@@ -189,8 +189,9 @@ def _rebuild(run: RunDir) -> EpisodeResult:
 
 
 def _sandbox_record(run: RunDir) -> dict[str, Any]:
-    record = next((r for r in run.records() if r.get("type") == "sandbox"), None)
-    return record if isinstance(record, dict) else {}
+    """The trajectory's last ``sandbox`` record (a resumed run has one per sandbox)."""
+    records = [r for r in run.records() if r.get("type") == "sandbox"]
+    return records[-1] if records else {}
 
 
 def reap_leftovers(run: RunDir, registry: Registry) -> list[str]:

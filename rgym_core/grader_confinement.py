@@ -383,9 +383,11 @@ def host_config(*, eval_root: Path, work_parent: Path, entry: str, kind: str, se
             startup[ENV_FILE_VAR] = GRADER_ENV_FILE
             command = grader_command(bwrap, eval_root=eval_root, uid=grader_uid, env=startup)
             command.file(GRADER_ENV_FILE, json.dumps(inside), mode=0o444)
-            grader = stack.enter_context(command.prepare(grader_argv))
+            # The supervisor puts the grader's control socket at CONTROL_FD: no data
+            # file the grader's or a worker's bubblewrap reads may have that number.
+            grader = stack.enter_context(command.prepare(grader_argv, avoid_fds=(CONTROL_FD,)))
             template = stack.enter_context(worker_command(bwrap, uid=worker_uid)
-                                           .prepare([COMMAND_TOKEN]))
+                                           .prepare([COMMAND_TOKEN], avoid_fds=(CONTROL_FD,)))
             config.update({"grader_argv": grader.argv, "grader_env": {}, "grader_cwd": "/",
                            "grader_pass_fds": list(grader.pass_fds),
                            "grader_switch_user": False, "grader_unshare_net": False})

@@ -7,7 +7,8 @@ folder is laid out on the host (the grader protocol: :mod:`rgym_core.grader_prot
                         never following a name the agent chose, filtered by
                         ``grader.submission`` / ``grader.exclude``; links dropped
     grader/             clean copy of the task's hidden grader files, from the pack,
-                        with the grader kit as ``rgym_grader_kit/``
+                        with the grader kit as ``rgym_grader_kit/``, its modules
+                        compiled ahead (checked-hash ``__pycache__``)
     data/<mount>/       the public part of each dataset
     private/<mount>/    the private part (test labels...), never shown to the agent
     private/.rgym-secret  the task's grader secret (:mod:`rgym_core.grader_secret`)
@@ -174,6 +175,7 @@ class Grader:
             else:
                 shutil.copy2(source, target)
         gp.install_kit(grader)
+        gp.precompile(grader)
         for mount, prepared in self.datasets.items():
             shutil.copytree(prepared.public, root / gp.DATA_DIR / mount)
             if prepared.private is not None:

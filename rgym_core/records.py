@@ -306,6 +306,18 @@ class IsolationInfo:
 
 
 @define
+class ResumeRecord:
+    """One ``rgym run --resume`` of an episode: when it started, after how many
+    completed steps, what had stopped the episode (``killed``: no result was
+    written; ``cancelled``: a signal), and where the workspace came from."""
+
+    at: float
+    from_step: int
+    previous: str = "killed"
+    workspace: str = ""
+
+
+@define
 class EpisodeResult:
     """The outcome of one episode, written to ``result.json``.
 
@@ -350,6 +362,8 @@ class EpisodeResult:
     extras: dict[str, Any] = field(factory=dict)
     #: How the agent and its sandbox were isolated (None: an older rgym).
     isolation: IsolationInfo | None = None
+    #: Every ``rgym run --resume`` of the episode, in order (empty: never interrupted).
+    resumes: list[ResumeRecord] = field(factory=list)
 
     @property
     def primary_score(self) -> float | None:

@@ -211,8 +211,13 @@ class TrajectoryWriter:
             self._fh.write(line)
             self._fh.flush()
 
-    def step(self, step: Step) -> None:
-        self.write("step", {"step": unstructure(step)})
+    def step(self, step: Step, *, agent_state: Any = None) -> None:
+        """Append ``step``; ``agent_state`` (an agent's ``save_state()``, for
+        ``rgym run --resume``) goes in the same line, so a kill never splits them."""
+        payload: dict[str, Any] = {"step": unstructure(step)}
+        if agent_state is not None:
+            payload["agent_state"] = agent_state
+        self.write("step", payload)
 
     def score(self, record: ScoreRecord) -> None:
         self.write("score", {"score": unstructure(record)})

@@ -18,7 +18,9 @@
    agent did not submit) and write ``result.json`` and ``workspace.tar.gz``.
 
 SIGINT and SIGTERM end the episode with status ``cancelled``: the trajectory
-so far and a result are still written and the sandbox is removed.  A signal
+so far and a result are still written and the sandbox is removed.  A cancelled or
+killed episode goes on with :func:`rgym_core.resume.resume_episode` (``rgym run
+--resume``), which gives :class:`Episode` the plan it read from the run directory.  A signal
 during the final grading stops the grader and records the episode as
 ``ungraded``; its workspace is archived, and ``rgym grade RUN_DIR`` grades it.
 """
@@ -323,8 +325,12 @@ class Episode:
     """
 
     def __init__(self, config: RunConfig, registry: Registry, *, agent: Agent | None = None,
-                 progress: ProgressCallback | None = None) -> None:
+                 progress: ProgressCallback | None = None,
+                 resume: Any = None) -> None:
         self.config = config
+        #: A :class:`rgym_core.resume.ResumePlan` when the episode continues an
+        #: interrupted run (``rgym run --resume``), else None.
+        self.resume = resume
         self.registry = registry
         self.progress = progress or (lambda event, data: None)
         try:
@@ -361,7 +367,7 @@ class Episode:
             max_steps=config.max_steps, time_limit_s=config.time_limit_s,
             action_timeout_s=config.action_timeout_s, cost_limit_usd=config.cost_limit_usd,
             token_limit=config.token_limit, training_timeout_s=config.training_timeout_s)
-        self.run_id = uuid.uuid4().hex[:12]
+        self.run_id = resume.run_id if resume is not None and resume.run_id else uuid.uuid4().hex[:12]
         self.status = EpisodeStatus(budget=self.budget)
         self.scores: list[ScoreRecord] = []
         self.state: dict[str, Any] = {}
@@ -378,6 +384,8 @@ class Episode:
         self._archived = False
         self._snapshot_error = ""
         self._temp_snapshots: list[Path] = []
+        self._state_failed = False
+        self._resumed: Any = None
         self._loop = _AgentLoop()
         self.run_dir = (Path(config.run_dir) if config.run_dir is not None else
                         run_dir_path(Path(config.runs_dir), self.task.id, self.agent_name,
@@ -553,19 +561,30 @@ class Episode:
         assert self._prepared is not None
         tools, datasets, agent = self._prepared
         self.tools = {t.name: t for t in tools}
-        try:
-            create_run_dir(self.run_dir)
-        except FileExistsError:
-            self.close()
-            raise RunError(f"{self.run_dir}: the run directory already exists") from None
-        self._write_config(tools)
+        restored: Path | None = None
+        if self.resume is None:
+            try:
+                create_run_dir(self.run_dir)
+            except FileExistsError:
+                self.close()
+                raise RunError(f"{self.run_dir}: the run directory already exists") from None
+            self._write_config(tools)
+        else:
+            restored = self._take_over(agent)
         self.writer = TrajectoryWriter(self.run_dir)
         self.hooks = LifecycleHooks(self.registry, self._hook_error)
-        self.writer.write("start", {"run_id": self.run_id, "task": self.task.id,
-                                    "agent": self.agent_name, "model": self.config.model,
-                                    "profile": self.profile, "sandbox": self.sandbox_name,
-                                    "started_at": started_wall, "pid": os.getpid(),
-                                    "tools": [t.qualified_name for t in tools]})
+        if self.resume is None:
+            self.writer.write("start", {"run_id": self.run_id, "task": self.task.id,
+                                        "agent": self.agent_name, "model": self.config.model,
+                                        "profile": self.profile, "sandbox": self.sandbox_name,
+                                        "started_at": started_wall, "pid": os.getpid(),
+                                        "tools": [t.qualified_name for t in tools]})
+        else:
+            if self.writer.repaired is not None:
+                self.writer.write("repaired", {"cut": self.writer.repaired[:200]})
+            self._resumed = self.resume.record()
+            self.writer.write("resume", {"resume": unstructure(self._resumed), "pid": os.getpid(),
+                                         "tools": [t.qualified_name for t in tools]})
         result = EpisodeResult(
             run_id=self.run_id, task_id=self.task.id, agent=self.agent_name, model=self.config.model,
             sandbox=self.sandbox_name, seed=self.config.seed, status=ExitStatus.ERROR,
@@ -575,6 +594,9 @@ class Episode:
             reference_scores=dict(self.task.reference_scores),
             subtasks=list(self.task.subtasks), profile=self.profile,
             started_at=started_wall, run_dir=str(self.run_dir), tags=dict(self.config.tags))
+        if self.resume is not None:
+            result.started_at = self.resume.started_at or started_wall
+            result.resumes = [*self.resume.resumes, self._resumed]
         sandbox: Sandbox | None = None
         self.info: EpisodeInfo | None = None
         ctx: ToolContext | None = None
@@ -584,8 +606,11 @@ class Episode:
                 try:
                     sandbox = self._make_sandbox()
                     self._sandbox = sandbox
-                    with workspace_starter(self.task, datasets) as starter:
-                        sandbox.start(WorkspaceLayout(starter=starter, datasets=datasets))
+                    if restored is not None:  # the interrupted run's workspace
+                        sandbox.start(WorkspaceLayout(starter=restored, datasets=datasets))
+                    else:
+                        with workspace_starter(self.task, datasets) as starter:
+                            sandbox.start(WorkspaceLayout(starter=starter, datasets=datasets))
                     self.writer.write("sandbox", {"backend": self.sandbox_name,
                                                   "workspace": sandbox.workspace,
                                                   "host_workspace": _host_workspace(sandbox),
@@ -621,6 +646,35 @@ class Episode:
                 self._finish(sandbox, ctx, result)
         return result
 
+    def _take_over(self, agent: Agent) -> Path:
+        """Make the interrupted run directory this episode's: check the agent can
+        resume, copy the workspace out, then (nothing can fail after) drop the
+        cancelled result and archive, count the spent budget and own ``config.json``.
+        Returns the restored workspace folder (removed at the end)."""
+        plan = self.resume
+        assert plan is not None
+        if not callable(getattr(agent, "resume", None)):
+            self.close()
+            raise RunError(f"{plan.run_dir / 'config.json'}: run.agent: agent '{self.agent_name}' "
+                           "has no resume() method, so it cannot continue an episode (see "
+                           "ResumableAgent in rgym_core/agents.py); start a new run")
+        try:
+            restored = plan.restore_workspace(self.registry, [m.mount for m in self.task.datasets])
+        except Exception as exc:  # noqa: BLE001 - one line: the workspace could not be copied
+            self.close()
+            raise RunError(f"{plan.run_dir}: the interrupted run's workspace "
+                           f"({plan.workspace_source}) could not be copied: {exc}") from None
+        self._temp_snapshots.append(restored.parent)
+        (self.run_dir / "result.json").unlink(missing_ok=True)
+        if plan.workspace_source == "archive":
+            (self.run_dir / WORKSPACE_ARCHIVE).unlink(missing_ok=True)
+        self.scores = list(plan.scores)
+        self.step_index = self.completed_steps = plan.from_step
+        self.status.steps = plan.from_step
+        self.status.usage.add(plan.usage)
+        write_config(self.run_dir, plan.config_data)
+        return restored
+
     def _run_loop(self, sandbox: Sandbox, ctx: ToolContext, result: EpisodeResult,
                   agent: Agent) -> None:
         facts = dict(sandbox.describe().items())  # the facts the backend set (typed or a mapping)
@@ -645,12 +699,18 @@ class Episode:
                                 sandbox_handle=sandbox,
                                 datasets=dict(self._prepared[1]) if self._prepared else {})
         self.hooks.call("rgym_episode_start", episode=self.info)
-        self.status.started_at = time.monotonic()
-        observation = Observation(output=self._opening(sandbox))
+        plan = self.resume
+        self.status.started_at = time.monotonic() - (plan.elapsed_s if plan is not None else 0.0)
+        if plan is not None and plan.steps:
+            observation = plan.steps[-1].observation  # what the next act() answers
+        else:
+            observation = Observation(output=self._opening(sandbox))
         self.progress("start", {"run_dir": str(self.run_dir), "run_id": self.run_id,
                                 "status": self.status})
         try:
             self._loop.call(agent.start, context)
+            if plan is not None:
+                self._loop.call(agent.resume, list(plan.steps), plan.agent_state)  # type: ignore[attr-defined]
             end_reason = self._steps(agent, ctx, observation)
         finally:
             self._close_agent(agent)
@@ -691,6 +751,7 @@ class Episode:
             if not isinstance(action, Action):
                 self._agent_error = f"agent returned {type(action).__name__}, not an Action"
                 return EndReason.AGENT_ERROR
+            agent_state = self._agent_state(agent)
             self.step_index += 1
             self.status.steps = self.step_index
             self.status.usage.add(action.usage)
@@ -708,7 +769,7 @@ class Episode:
             step = Step(index=self.step_index, action=action, observation=observation,
                         started_at=started, duration_s=round(duration, 6),
                         elapsed_s=round(self.status.elapsed_s, 3))
-            self.writer.step(step)
+            self.writer.step(step, agent_state=agent_state)
             self.completed_steps = self.step_index
             self.hooks.call("rgym_step", episode=self.info, step=step)
             self.progress("step", {"step": step, "status": self.status})
@@ -725,6 +786,24 @@ class Episode:
                 return EndReason.COST
             if budget.token_limit is not None and self.status.usage.tokens >= budget.token_limit:
                 return EndReason.TOKENS
+
+    def _agent_state(self, agent: Agent) -> Any:
+        """The agent's optional ``save_state()`` (kept with the step for a resume);
+        a failing or unserialisable one is recorded once and then ignored."""
+        save = getattr(agent, "save_state", None)
+        if not callable(save) or self._state_failed:
+            return None
+        try:
+            state = self._loop.call(save)
+            json.dumps(state)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the episode goes on; only a resume loses
+            self._state_failed = True
+            self.writer.write("hook_error", {"hook": "save_state", "plugin": self.agent_name,
+                                             "error": f"{type(exc).__name__}: {exc}"})
+            return None
+        return state
 
     def _agent_stopped(self, exc: Exception, reason: EndReason) -> None:
         """Record an agent's stop, counting the model usage of its unfinished action

@@ -106,7 +106,9 @@ def _integrity(extras: dict[str, Any]) -> dict[str, Any] | None:
     counts: dict[Any, Any] = raw["counts"] if isinstance(raw.get("counts"), dict) else {}
     kinds: list[Any] = raw["kinds"] if isinstance(raw.get("kinds"), list) else []
     findings: list[Any] = raw["findings"] if isinstance(raw.get("findings"), list) else []
-    return {"flagged": bool(raw.get("flagged")),
+    review_kinds: list[Any] = raw["review_kinds"] if isinstance(raw.get("review_kinds"), list) else []
+    return {"flagged": bool(raw.get("flagged")), "review": bool(raw.get("review")),
+            "review_kinds": [str(k) for k in review_kinds],
             "counts": {str(k): v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)},
             "kinds": [str(k) for k in kinds], "findings": [f for f in findings if isinstance(f, dict)]}
 

@@ -149,6 +149,8 @@ def _integrity_cell(s: RunSummary) -> str:
     counts = s.integrity.get("counts") or {}
     if s.flagged:
         return "FLAGGED " + ",".join(s.integrity.get("kinds") or [])
+    if s.integrity.get("review"):  # not flagged, but put up for a person to look at
+        return "REVIEW " + ",".join(s.integrity.get("review_kinds") or [])
     warnings = int(counts.get("warning") or 0)
     return f"{warnings} warning{'s' if warnings != 1 else ''}" if warnings else "ok"
 

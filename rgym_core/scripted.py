@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rgym_core.agents import AgentConfig, TaskContext
-from rgym_core.records import Action, Observation
+from rgym_core.records import Action, Observation, Step
 from rgym_core.serialization import SpecError, read_data_file
 
 DEFAULT_SCRIPT: list[dict[str, Any]] = [
@@ -62,3 +62,8 @@ class ScriptedAgent:
         if not self.actions:
             return Action(tool="submit")
         return self.actions.pop(0)
+
+    def resume(self, steps: list[Step], state: object = None) -> None:
+        """Continue after ``steps``: drop the actions they already played."""
+        del self.actions[:len(steps)]
+        self.observations = [s.observation for s in steps[:-1]]

@@ -20,6 +20,7 @@ import pytest
 
 from rgym_core.serialization import SpecError
 from rgym_core.specs import TaskSpec
+from rgym_core.testing import run_cli
 
 DEMO = Path(__file__).resolve().parents[1] / "rgym_core" / "demo" / "tasks" / "demo"
 FIXTURE_R2 = 0.987654  # recorded for the mlgym profile, measured on a fixture
@@ -47,21 +48,6 @@ profiles:
       source: "test table 1"
 """
 
-LAUNCHER = """
-import sys
-from rgym_core import hookimpl, load_task
-import rgym_core.cli as c
-TASK = load_task(sys.argv.pop(1))
-class P:
-    @hookimpl
-    def rgym_register_tasks(self):
-        return [TASK]
-orig = c.load_registry
-c.load_registry = lambda **kw: orig(**{**kw, 'extra_plugins': [('kinds-pack', P())]})
-c.main()
-"""
-
-
 @pytest.fixture(scope="module")
 def kinds_task(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("kinds") / "demo"
@@ -73,8 +59,7 @@ def kinds_task(tmp_path_factory) -> Path:
 
 
 def rgym(task: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", LAUNCHER, str(task), *args], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "COLUMNS": "200", **(env or {})})
+    return run_cli(*args, env=env, tasks=[task])
 
 
 def score(*args: str) -> subprocess.CompletedProcess[str]:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "import_graph.py"
 
@@ -101,3 +103,42 @@ def test_every_name_imported_from_rgym_core_is_exported() -> None:
                                 and not (ROOT / "rgym_core" / a.name).is_dir()
                                 and not (ROOT / "rgym_core" / f"{a.name}.py").is_file()]
     assert not missing, f"imported from rgym_core but not exported (add to _EXPORTS): {missing}"
+
+
+PUBLIC_PREFIXES = ("rgym_core.testing", "rgym_core.grader_kit", "rgym_core.scoring")
+
+
+def _lazy_packages() -> list[Path]:
+    tops = [ROOT / "rgym_core", ROOT / "plugins", ROOT / "agents", ROOT / "task-packs"]
+    return sorted(p for top in tops for p in top.rglob("__init__.py")
+                  if "/build/" not in str(p) and "lazy_exports(__name__" in p.read_text())
+
+
+@pytest.mark.parametrize("init", _lazy_packages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_type_checking_imports_agree_with_the_lazy_exports(init: Path) -> None:
+    """What type checkers and IDEs see (the ``if TYPE_CHECKING:`` imports) is what runs
+    (``_EXPORTS``): every name from the same module, none missing, none extra."""
+    import ast
+
+    tree = ast.parse(init.read_text())
+    exports: dict[str, str] = {}
+    typed: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign | ast.Assign):
+            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
+            if any(isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in targets):
+                exports = ast.literal_eval(node.value)  # type: ignore[arg-type]
+        if (isinstance(node, ast.If) and isinstance(node.test, ast.Name)
+                and node.test.id == "TYPE_CHECKING"):
+            for imp in ast.walk(node):
+                if isinstance(imp, ast.ImportFrom) and imp.module:
+                    typed.update({a.asname or a.name: imp.module for a in imp.names})
+    assert exports, f"{init}: no _EXPORTS"
+    if not init.is_relative_to(ROOT / "rgym_core"):  # a distribution: the public API only
+        private = {n: m for n, m in exports.items()
+                   if m.startswith("rgym_core.") and not m.startswith(PUBLIC_PREFIXES)}
+        assert not private, f"{init}: lazy exports from private core modules: {private}"
+    assert typed == exports, {
+        "exported, not under TYPE_CHECKING": sorted(set(exports) - set(typed)),
+        "under TYPE_CHECKING, not exported": sorted(set(typed) - set(exports)),
+        "from another module": sorted(n for n in set(typed) & set(exports) if typed[n] != exports[n])}

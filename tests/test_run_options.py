@@ -39,8 +39,9 @@ def test_run_options_decorate_another_command_and_map_to_run_config() -> None:
 
 
 def test_every_rgym_run_option_is_shared() -> None:
-    # --price is rgym run's own: it sets RGYM_PRICE for this process's model clients
-    params = {p.name for p in run_cmd.params} - {"task", "as_json", "quiet", "prices"}
+    # --price is rgym run's own: it sets RGYM_PRICE for this process's model clients;
+    # --resume too: it continues one run directory with the settings it recorded
+    params = {p.name for p in run_cmd.params} - {"task", "as_json", "quiet", "prices", "resume"}
     assert params == set(OPTION_NAMES)
     assert config_values({"unknown": 1, "seed": 3}) == {"seed": 3}
 

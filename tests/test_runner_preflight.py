@@ -4,6 +4,7 @@ fix in the message; and the README's LLM example works as written."""
 from __future__ import annotations
 
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -92,21 +93,6 @@ def test_cli_exit_codes_of_configuration_errors(tmp_path: Path, closed_port: int
     assert nothing_created(runs)
 
 
-GPU_LAUNCHER = """
-import sys
-from rgym_core import hookimpl, load_task
-import rgym_core.cli as c
-TASK = load_task(sys.argv.pop(1))
-class P:
-    @hookimpl
-    def rgym_register_tasks(self):
-        return [TASK]
-orig = c.load_registry
-c.load_registry = lambda **kw: orig(**{**kw, 'extra_plugins': [('gpu-pack', P())]})
-c.main()
-"""
-
-
 def demo_with_profiles(tmp_path: Path, profiles: str) -> Path:
     """A copy of the demo task as ``gpu/demo`` with the YAML ``profiles`` block given."""
     import shutil
@@ -126,17 +112,14 @@ def test_a_gpu_profile_on_a_machine_without_one_is_refused_before_the_run(tmp_pa
     """A profile that declares GPUs never runs on the CPU by accident (its numbers would
     be compared with the GPU runs'): one line naming the fix, exit 2, nothing created;
     ``--gpus 0`` runs it knowingly."""
-    import subprocess
-    import sys
 
     task = demo_with_profiles(tmp_path, "  gpu:\n    description: on one GPU\n"
                                         "    resources: {gpus: 1}\n")
     runs = tmp_path / "runs"
 
     def rgym(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", GPU_LAUNCHER, str(task), "run", "gpu/demo",
-                               "--profile", "gpu", "--agent", "scripted", "--runs-dir", str(runs),
-                               "-q", *args], capture_output=True, text=True, timeout=300)
+        return run_cli("run", "gpu/demo", "--profile", "gpu", "--agent", "scripted",
+                       "--runs-dir", str(runs), "-q", *args, tasks=[task])
 
     refused = rgym()
     assert refused.returncode == 2, refused.stdout + refused.stderr
@@ -152,20 +135,16 @@ def test_a_profile_rgym_cannot_run_yet_is_refused_and_shown(tmp_path: Path) -> N
     """``unavailable:`` (a ResearchGym profile whose benchmark has no grader here): the run
     is refused before anything is created, never graded on something smaller; `rgym
     show` says why."""
-    import subprocess
-    import sys
 
     task = demo_with_profiles(tmp_path, "  paper:\n    description: the paper's size\n"
                                         "    unavailable: its data have no loader here yet\n")
     runs = tmp_path / "runs"
-    refused = subprocess.run([sys.executable, "-c", GPU_LAUNCHER, str(task), "run", "gpu/demo",
-                              "--profile", "paper", "--agent", "scripted", "--runs-dir", str(runs)],
-                             capture_output=True, text=True, timeout=300)
+    refused = run_cli("run", "gpu/demo", "--profile", "paper", "--agent", "scripted",
+                      "--runs-dir", str(runs), tasks=[task])
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert refused.stderr.strip() == (
         "error: task 'gpu/demo' profile 'paper' cannot run in rgym yet: its data have no loader "
         "here yet (rgym show gpu/demo lists its other profiles)")
     assert nothing_created(runs)
-    shown = subprocess.run([sys.executable, "-c", GPU_LAUNCHER, str(task), "show", "gpu/demo"],
-                           capture_output=True, text=True, timeout=300)
+    shown = run_cli("show", "gpu/demo", tasks=[task])
     assert "cannot run in rgym yet: its data have no loader here yet" in shown.stdout

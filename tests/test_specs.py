@@ -178,26 +178,10 @@ def test_cattrs_errors_are_transformed_not_parsed() -> None:
 def test_show_lists_profiles_and_run_rejects_unknown_profile(tmp_path: Path) -> None:
     pack = tmp_path / "pack"
     write_task(pack / "t", PROFILED)
-    code = (
-        "import sys\n"
-        "from rgym_core import hookimpl, load_task\n"
-        "from rgym_core.cli import main\n"
-        f"TASK = load_task({str(pack / 't')!r})\n"
-        "class P:\n"
-        "    @hookimpl\n"
-        "    def rgym_register_tasks(self):\n"
-        "        return [TASK]\n"
-        "import rgym_core.cli as c\n"
-        "orig = c.load_registry\n"
-        "c.load_registry = lambda **kw: orig(**{**kw, 'extra_plugins': [('test-pack', P())]})\n"
-        "main()\n")
     import subprocess
-    import sys
 
     def rgym(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                              timeout=120, env={**__import__("os").environ, "COLUMNS": "200",
-                                                "RGYM_PLUGINS": "builtin"})
+        return run_cli(*args, env={"RGYM_PLUGINS": "builtin"}, tasks=[pack / "t"], timeout=120)
 
     shown = rgym("show", "pack/task")
     assert shown.returncode == 0, shown.stderr

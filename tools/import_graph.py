@@ -70,12 +70,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "rgym_core.grader_secret",
                 "rgym_core.grader_kit", "rgym_core.isolation", "rgym_core.snapshot",
                 "rgym_core.leakage", "rgym_core.checks", "rgym_core.runcheck",
-                "rgym_core.replay", "rgym_core.scripted")),
+                "rgym_core.scripted")),
     # Built-in features.
     ("features", ("rgym_core.sweep", "rgym_core.scoring", "rgym_core.aci",
                   "rgym_core.mock_model", "rgym_core.sandboxes", "rgym_core.agent_process",
                   "rgym_core.demo", "rgym_core.scaffold", "rgym_core.grade_runs",
-                  "rgym_core.runs")),
+                  "rgym_core.resume", "rgym_core.runs", "rgym_core.replay",
+                  "rgym_core.mlgym_traj")),
     # The command line (each feature's commands included), and the kit pack authors
     # test with.
     ("cli", ("rgym_core.cli", "rgym_core.commands", "rgym_core.runs_cli",
@@ -93,6 +94,7 @@ DISTRIBUTION_LAYER = "distributions"
 FEATURES = ("rgym_core.sweep", "rgym_core.scoring", "rgym_core.aci", "rgym_core.mock_model",
             "rgym_core.sandboxes", "rgym_core.agent_process", "rgym_core.testing", "rgym_core.scaffold", "rgym_core.commands",
             "rgym_core.runs", "rgym_core.runs_cli", "rgym_core.grade_cli", "rgym_core.grade_runs",
+            "rgym_core.resume",
             "rgym_core.demo", "rgym_core.checks", "rgym_core.replay",
             "rgym_core.workspace_export")
 

@@ -173,30 +173,41 @@ def price_entries(values: tuple[str, ...] | list[str]) -> list[str]:
     return out
 
 
+class _TaskArgument(click.Argument):
+    """TASK: shown (and reported missing) as required, but left out with ``--resume``."""
+
+    def make_metavar(self, *args: Any, **kwargs: Any) -> str:
+        return "TASK"
+
+
 @click.command("run")
-@click.argument("task")
+@click.argument("task", required=False, cls=_TaskArgument)
 @run_options
 @click.option("--price", "prices", multiple=True, metavar="MODEL=IN,OUT",
               help="Price of a model in USD per million input and output tokens, over the "
                    "built-in table and RGYM_PRICES (repeatable; 0,0 for a free local model).")
+@click.option("--resume", "resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
+              help="Continue the killed or cancelled episode of RUN_DIR with the settings it "
+                   "recorded: its workspace, spent budget and agent state (TASK may be left out).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON, no progress line.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress line.")
 @click.pass_context
-def run_cmd(ctx: click.Context, task: str, as_json: bool, quiet: bool, prices: tuple[str, ...],
-            **kwargs: Any) -> None:
+def run_cmd(ctx: click.Context, task: str | None, as_json: bool, quiet: bool,
+            prices: tuple[str, ...], resume: Path | None, **kwargs: Any) -> None:
     """Run one episode of TASK with an agent and print its score and run directory."""
     from rgym_core.runner import RunConfig, RunError, run_episode
 
+    if task is None and resume is None:
+        param = next(p for p in ctx.command.params if p.name == "task")
+        raise click.MissingParameter(ctx=ctx, param=param)
+    if resume is not None:
+        _resume(ctx, resume, task, as_json, quiet, prices, kwargs)
+        return
     problem = output_folder_problem(kwargs["runs_dir"], "--runs-dir")
     if problem is not None:
         _usage_failure(problem, as_json)
     if prices:
-        try:
-            entries = price_entries(prices)
-        except ValueError as exc:
-            _usage_failure(str(exc), as_json)
-        earlier = os.environ.get(PRICE_ENV, "").strip()
-        os.environ[PRICE_ENV] = ";".join([earlier, *entries] if earlier else entries)
+        _set_prices(prices, as_json)
     registry = get_registry(ctx)
     values: dict[str, Any] = {"task": task, **config_values(kwargs)}
     if values.get("agent_isolation") == "none":
@@ -214,6 +225,70 @@ def run_cmd(ctx: click.Context, task: str, as_json: bool, quiet: bool, prices: t
             result = run_episode(config, registry, progress=progress.update)
     except (RunError, RegistryError, SpecError) as exc:
         _usage_failure(str(exc), as_json)
+    _report(result, registry, as_json, progress)
+
+
+def set_prices(values: tuple[str, ...] | list[str]) -> None:
+    """Apply ``--price`` values in this process (after RGYM_PRICE's, so they win); raises
+    ValueError as :func:`price_entries` does, setting nothing."""
+    entries = price_entries(values)
+    earlier = os.environ.get(PRICE_ENV, "").strip()
+    os.environ[PRICE_ENV] = ";".join([earlier, *entries] if earlier else entries)
+
+
+def _set_prices(prices: tuple[str, ...], as_json: bool) -> None:
+    """Apply ``--price`` (over RGYM_PRICE) or exit 2 naming the bad value."""
+    try:
+        set_prices(prices)
+    except ValueError as exc:
+        _usage_failure(str(exc), as_json)
+
+
+def _resume(ctx: click.Context, run_dir: Path, task: str | None, as_json: bool, quiet: bool,
+            prices: tuple[str, ...], kwargs: dict[str, Any]) -> None:
+    """``rgym run --resume RUN_DIR``: the recorded settings; an option given that
+    contradicts them (another task, agent, profile...) is refused in one line."""
+    from click.core import ParameterSource
+
+    from rgym_core.resume import ResumeError, plan_resume, resume_episode
+    from rgym_core.runner import RunError
+
+    if prices:
+        _set_prices(prices, as_json)
+    registry = get_registry(ctx)
+    try:
+        plan = plan_resume(run_dir, registry)
+    except ResumeError as exc:
+        _usage_failure(str(exc), as_json)
+    recorded = plan.run_config
+    config_file = plan.run_dir / "config.json"
+    if task is not None and task != recorded.task:
+        _usage_failure(f"{config_file}: run.task: the run is of task '{recorded.task}', not "
+                       f"'{task}'; drop TASK (a resume keeps the run's settings)", as_json)
+    given = {name: value for name, value in kwargs.items()
+             if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE}
+    for name, value in config_values(given).items():
+        if name == "runs_dir":
+            continue  # where new runs go: a resume writes into RUN_DIR
+        if getattr(recorded, name, value) != value:
+            option = "--" + next((o for o, f in OPTION_FIELDS.items() if f == name), name) \
+                .replace("_", "-")
+            _usage_failure(f"{config_file}: run.{name}: the run used {getattr(recorded, name)!r}, "
+                           f"not {value!r}; drop {option} (a resume keeps the run's settings)",
+                           as_json)
+    from rgym_core.progress import EpisodeProgress
+
+    progress = EpisodeProgress(enabled=not (as_json or quiet))
+    try:
+        with progress:
+            result = resume_episode(plan.run_dir, registry, progress=progress.update)
+    except (RunError, RegistryError, SpecError) as exc:
+        _usage_failure(str(exc), as_json)
+    _report(result, registry, as_json, progress)
+
+
+def _report(result: Any, registry: Any, as_json: bool, progress: Any) -> NoReturn:
+    """Print the result (JSON or the summary) and exit with its code."""
     if as_json:
         click.echo(json.dumps(unstructure(result), indent=2, default=str))
     else:
@@ -233,7 +308,7 @@ def _usage_failure(message: str, as_json: bool) -> NoReturn:
 
 #: The parameter names :func:`run_options` adds (click's keyword arguments).
 OPTION_NAMES = frozenset(p.name for p in run_cmd.params
-                         if p.name not in (None, "task", "as_json", "quiet", "prices"))
+                         if p.name not in (None, "task", "as_json", "quiet", "prices", "resume"))
 
 __all__ = ["OPTION_FIELDS", "OPTION_NAMES", "PRICE_ENV", "config_values", "once", "parse_pairs",
-           "price_entries", "run_cmd", "run_options"]
+           "price_entries", "run_cmd", "run_options", "set_prices"]

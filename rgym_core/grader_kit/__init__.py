@@ -17,23 +17,25 @@ The runner copies this package into every evaluation folder as
 
 from __future__ import annotations
 
+from typing import Any
+
 from .context import GradingContext, context, read_submission_file, write_error, write_scores
 from .limits import Limits
 from .protocol import EVAL_MOUNT, SCORES_FILE
-from .workers import (
-    AgentCodeError,
-    ConfinementError,
-    FunctionWorker,
-    Worker,
-    WorkerError,
-    WorkerExited,
-    WorkerProtocolError,
-    WorkerResult,
-    WorkerTimeout,
-    end_workers,
-    run_worker,
-    start_worker,
-)
+
+#: Imported on first use (a grader that starts no worker does not pay for them).
+_WORKER_NAMES = ("AgentCodeError", "ConfinementError", "FunctionWorker", "Worker", "WorkerError",
+                 "WorkerExited", "WorkerProtocolError", "WorkerResult", "WorkerTimeout",
+                 "end_workers", "run_worker", "start_worker")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WORKER_NAMES:
+        from . import workers
+
+        return getattr(workers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "EVAL_MOUNT", "SCORES_FILE", "AgentCodeError", "ConfinementError", "FunctionWorker",

@@ -8,18 +8,19 @@ scores) and then write the scores file atomically, never through a link.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import math
 import os
-import random
 import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import protocol as p
+
+if TYPE_CHECKING:
+    import random
 
 _MAX_SCORES_BYTES = 4 << 20
 
@@ -69,10 +70,14 @@ class GradingContext:
         if len(key) < 32:
             raise RuntimeError(f"{path}: no grader secret (rgym writes it for every grading; "
                                "to run this grader by hand, write 64 hex digits there)")
+        import hashlib
+
         return hashlib.sha256(key + b"\0" + purpose.encode()).digest()
 
     def rng(self, purpose: str) -> random.Random:
         """A ``random.Random`` seeded from :meth:`secret` ``(purpose)``."""
+        import random
+
         return random.Random(int.from_bytes(self.secret(purpose), "big"))
 
     def submission_file(self, name: str) -> Path:

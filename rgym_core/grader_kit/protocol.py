@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import socket
 
 #: Where the evaluation folder appears inside a grader container (and under bubblewrap).
 EVAL_MOUNT = "/eval"
@@ -74,6 +76,8 @@ class ChannelClosed(ConnectionError):
 
 def send(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
     """Send one message (a JSON object), with file descriptors attached."""
+    import socket  # here: a grader that starts no worker never needs it
+
     data = json.dumps(message).encode()
     if len(data) > MAX_MESSAGE:
         raise ValueError(f"control message of {len(data)} bytes is too large")
@@ -88,6 +92,8 @@ def send(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) 
 
 def receive(sock: socket.socket) -> tuple[dict[str, Any], list[int]]:
     """Receive one message and the file descriptors that came with it."""
+    import socket
+
     try:
         data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, MAX_FDS)
     except (ConnectionResetError, OSError) as exc:

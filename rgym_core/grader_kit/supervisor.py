@@ -107,10 +107,13 @@ class Supervisor:
     def keep(self) -> set[int]:
         return set()
 
-    def serve_once(self, timeout: float) -> bool:
-        """Handle at most one request; False once the channel is closed."""
-        ready, _, _ = select.select([self.sock], [], [], timeout)
-        if ready:
+    def serve_once(self, timeout: float, wake: list[int] | None = None) -> bool:
+        """Handle at most one request, waiting at most ``timeout`` for it (or for one
+        of the ``wake`` descriptors, e.g. the grader's pidfd, to become readable);
+        False once the channel is closed."""
+        fd = self.sock.fileno()
+        ready, _, _ = select.select([fd, *(wake or [])], [], [], timeout)
+        if fd in ready:
             try:
                 message, fds = protocol.receive(self.sock)
             except protocol.ChannelClosed:
@@ -132,18 +135,39 @@ class GradingSupervisor(Supervisor):
 
 def _place(sock: socket.socket, target: Any, avoid: list[int]) -> int:
     """The descriptor of ``sock`` moved to ``target`` (the number the grader was told),
-    or left where it is when no number was given.  ``sock`` is detached."""
+    or left where it is when no number was given.  ``sock`` is detached.  ``avoid``:
+    the descriptors that must stay where they are (the grader's other inherited
+    descriptors, the parent's end of the socket); ``RuntimeError`` when ``target`` is
+    one of them, since ``dup2`` would silently close it."""
+    if target is not None and int(target) in avoid:
+        raise RuntimeError(f"control fd {int(target)} is already in use")
     fd = sock.detach()
     if target is None:
         os.set_inheritable(fd, True)
         return fd
     target = int(target)
-    if target in avoid:
-        raise RuntimeError(f"control fd {target} is already in use")
     if fd != target:
         os.dup2(fd, target)
         os.close(fd)
     return target
+
+
+def _off(sock: socket.socket, target: Any) -> socket.socket:
+    """``sock``, moved to another descriptor when it holds number ``target``."""
+    if target is None or sock.fileno() != int(target):
+        return sock
+    moved = sock.dup()  # the lowest free number: not ``target``, which ``sock`` holds
+    sock.close()
+    return moved
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when the child ``pid`` exits (Linux 5.3+),
+    or None where the system has none (the loop then wakes every tick)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _own_tree(path: str, uid: int, gid: int) -> None:
@@ -179,14 +203,22 @@ def run_grading(config: dict[str, Any]) -> int:
         _own_tree(eval_root, int(guid), int(ggid))
     workers = manager.WorkerManager(wcfg)
     parent_sock, grader_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    parent_sock = _off(parent_sock, config.get("control_fd"))
     pass_fds = [int(fd) for fd in config.get("grader_pass_fds") or []]
-    grader_fd = _place(grader_sock, config.get("control_fd"), avoid=[parent_sock.fileno(),
-                                                                       *pass_fds, *wcfg.template_fds])
+    try:
+        grader_fd = _place(grader_sock, config.get("control_fd"),
+                           avoid=[parent_sock.fileno(), *pass_fds, *wcfg.template_fds])
+    except RuntimeError as exc:
+        sys.stdout.write(f"rgym: cannot start the grader: {exc}\n")
+        _status(nonce, {"started": False, "confined": False, "error": str(exc),
+                        "warnings": warnings})
+        return 1
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ")}
     env.update({str(k): str(v) for k, v in (config.get("grader_env") or {}).items()})
     env[protocol.ENV_SUPERVISOR_FD] = str(grader_fd)
     env[protocol.ENV_CONFINED] = "1" if wcfg.confined else "0"
     timeout = float(config.get("timeout_s") or 600.0)
+    tick = float(config.get("tick_s") or TICK_S)  # how often worker deadlines are checked
     started = time.monotonic()
     try:
         grader = subprocess.Popen(
@@ -206,20 +238,30 @@ def run_grading(config: dict[str, Any]) -> int:
         os.close(fd)
     workers.exit_codes[grader.pid] = None
     service = GradingSupervisor(parent_sock, workers, grader.pid)
+    # The grader's pidfd wakes the loop the moment the grader ends (its control socket
+    # can close a little before bubblewrap, the grader's process here, exits).
+    grader_exit = _pidfd(grader.pid)
+    wake = [grader_exit] if grader_exit is not None else []
     channel_open = True
     timed_out = False
     while True:
         manager.reap(workers.exit_codes)
         if workers.exit_codes.get(grader.pid) is not None:
             break
-        if time.monotonic() - started > timeout:
+        left = timeout - (time.monotonic() - started)
+        if left <= 0:
             timed_out = True
             break
         if channel_open:
-            channel_open = service.serve_once(TICK_S)
+            channel_open = service.serve_once(min(tick, left), wake)
         else:
-            time.sleep(TICK_S)
+            if wake:
+                select.select(wake, [], [], min(tick, left))
+            else:
+                time.sleep(min(tick, left))
             workers.enforce_deadlines()
+    if grader_exit is not None:
+        os.close(grader_exit)
     parent_sock.close()
     grader_done = time.monotonic()
     code = workers.exit_codes.get(grader.pid)

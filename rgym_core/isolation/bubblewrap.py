@@ -42,12 +42,13 @@ pid namespace) and a minimal ``/dev`` exist.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -407,11 +408,13 @@ class BwrapCommand:
 
     @contextmanager
     def prepare(self, command: Sequence[str], *, limits: Limits | None = None,
-                extra_env: Mapping[str, str] | None = None) -> Iterator[PreparedCommand]:
+                extra_env: Mapping[str, str] | None = None,
+                avoid_fds: Collection[int] = ()) -> Iterator[PreparedCommand]:
         """The full command line for ``command`` under ``limits`` (applied with
         ``prlimit`` before bwrap starts, so they bind the whole sandbox).  Data
-        files travel as memfds listed in ``pass_fds``; they are closed when the
-        block ends."""
+        files travel as memfds listed in ``pass_fds``, never numbered as one of
+        ``avoid_fds`` (descriptor numbers the caller hands out itself); they are
+        closed when the block ends."""
         if not command:
             raise ValueError("empty command")
         bwrap = self.bwrap or find_bwrap()
@@ -424,10 +427,7 @@ class BwrapCommand:
             argv += self.options()
             program = userns_filter() if self.block_userns else None
             if program is not None:
-                fd = os.memfd_create("rgym-bwrap-seccomp", 0)
-                fds.append(fd)
-                os.write(fd, program)
-                os.lseek(fd, 0, os.SEEK_SET)
+                fd = _memfd("rgym-bwrap-seccomp", program, avoid_fds, fds)
                 argv += ["--seccomp", str(fd)]
             if extra_env:
                 for key, value in extra_env.items():
@@ -448,10 +448,7 @@ class BwrapCommand:
                 if mount.option == "--file-data":
                     dest = mount.args[0]
                     content, _mode = data[dest]
-                    fd = os.memfd_create("rgym-bwrap-data", 0)
-                    fds.append(fd)
-                    os.write(fd, content)
-                    os.lseek(fd, 0, os.SEEK_SET)
+                    fd = _memfd("rgym-bwrap-data", content, avoid_fds, fds)
                     argv += ["--ro-bind-data", str(fd), dest]
                 else:
                     argv += [mount.option, *mount.args]
@@ -467,6 +464,23 @@ class BwrapCommand:
                     os.close(fd)
                 except OSError:  # the caller closed it already
                     pass
+
+
+def _memfd(name: str, content: bytes, avoid: Collection[int], opened: list[int]) -> int:
+    """A memfd holding ``content``, rewound, numbered outside ``avoid``; appended to
+    ``opened`` (so that the caller closes it)."""
+    fd = os.memfd_create(name, 0)
+    opened.append(fd)
+    if fd in avoid:
+        # F_DUPFD gives the lowest free number at or above its argument.
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD, max(avoid) + 1)
+        opened.append(moved)
+        os.close(fd)
+        opened.remove(fd)
+        fd = moved
+    os.write(fd, content)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _parent_dirs(dest: str, made: set[str], mounted: set[str]) -> list[str]:

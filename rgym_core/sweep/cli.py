@@ -10,11 +10,13 @@ from typing import Any
 import click
 
 from rgym_core.cli import EXIT_USAGE, _split_csv, get_registry, output_folder_problem
-from rgym_core.commands.run import config_values, parse_pairs, run_cmd
+from rgym_core.commands.run import config_values, parse_pairs, run_cmd, set_prices
 
-#: ``rgym run`` parameters that are axes or per-cell in a sweep (not shared as is);
-#: ``--price`` sets RGYM_PRICE in this process only (a sweep's workers read it from their env).
-_NOT_SHARED = {"task", "agent", "model", "profile", "seed", "runs_dir", "as_json", "quiet", "prices"}
+#: ``rgym run`` parameters that are axes or per-cell in a sweep (not shared as is), and
+#: ``--resume`` (a sweep resumes from its folder).  ``--price`` is shared but is not a
+#: RunConfig field: it sets RGYM_PRICE here, which the local executor's cells read and
+#: :func:`~rgym_core.sweep.worker.job_payload` sends to the other executors' workers.
+_NOT_SHARED = {"task", "agent", "model", "profile", "seed", "runs_dir", "as_json", "quiet", "resume"}
 
 
 def shared_run_params() -> list[click.Parameter]:
@@ -102,6 +104,7 @@ def sweep(ctx: click.Context, tasks: tuple[str, ...], spec_file: Path | None, ag
     """
     from rgym_core.sweep.matrix import SWEEP_SETTINGS, SweepError, SweepSpec, parse_seeds
 
+    _set_prices(tuple(kwargs.pop("prices", None) or ()), as_json)
     try:
         settings: dict[str, Any] = {}
         base = SweepSpec()
@@ -159,6 +162,19 @@ def sweep(ctx: click.Context, tasks: tuple[str, ...], spec_file: Path | None, ag
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(code)
+
+
+def _set_prices(prices: tuple[str, ...], as_json: bool) -> None:
+    """Apply ``--price`` as ``rgym run`` does (over RGYM_PRICE), or exit 2 with one line."""
+    if not prices:
+        return
+    try:
+        set_prices(prices)
+    except ValueError as exc:
+        if as_json:
+            click.echo(json.dumps({"event": "error", "error": str(exc)}))
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
 
 
 def _check_output_folder(path: Path, option: str, as_json: bool) -> None:

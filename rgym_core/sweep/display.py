@@ -157,6 +157,8 @@ class Display:
             line = f"queued {event['cell']}{where}" + (" (adopted)" if event.get("adopted") else "")
         elif kind == "cell_retired":
             line = f"moved aside {event['cell']}: {event['reason']} -> {event['moved_to']}"
+        elif kind == "cell_resumed":
+            line = f"resuming {event['cell']}: {event['reason']}"
         elif kind == "sweep_end" and event.get("cancelled"):
             line = (f"sweep stopped by {event.get('stopped_by')}: run the same command again to "
                     "continue")

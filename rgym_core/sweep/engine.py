@@ -44,14 +44,20 @@ class Plan:
     waiting: list[Cell] = field(factory=list)
     #: (cell, reason, where the old attempt went)
     retired: list[tuple[Cell, str, str]] = field(factory=list)
+    #: (cell, reason): interrupted cells (also in ``to_run``) continued in place by
+    #: ``rgym run --resume``'s machinery instead of being moved aside and run again.
+    resumed: list[tuple[Cell, str]] = field(factory=list)
 
     @property
     def nothing_to_do(self) -> bool:
         return not self.to_run and not self.waiting
 
 
-def plan(folder: SweepFolder, cells: list[Cell], *, retry_errors: int) -> Plan:
-    """Classify every cell; move aside what must run again (see :class:`CellState`)."""
+def plan(folder: SweepFolder, cells: list[Cell], *, retry_errors: int,
+         resumable: Callable[[Cell], bool] | None = None) -> Plan:
+    """Classify every cell; move aside what must run again (see :class:`CellState`).
+    An interrupted or killed cell for which ``resumable`` says True is resumed in
+    place instead (:mod:`rgym_core.resume`)."""
     out = Plan(cells=list(cells))
     for cell in cells:
         status = folder.state(cell)
@@ -70,6 +76,10 @@ def plan(folder: SweepFolder, cells: list[Cell], *, retry_errors: int) -> Plan:
             else:
                 out.failed.append(cell)
         else:  # interrupted by the sweep's own stop, or a leftover of a killed attempt
+            if resumable is not None and resumable(cell):
+                out.resumed.append((cell, f"{state.value} ({status.detail})"))
+                out.to_run.append(cell)
+                continue
             reason = ("interrupted-" if state is CellState.INTERRUPTED else "leftover-") + status.detail
             moved = folder.retire(cell, reason)
             out.retired.append((cell, f"{state.value} ({status.detail})", str(moved)))
@@ -173,6 +183,7 @@ class SweepEngine:
         self._pending: deque[Cell] = deque(the_plan.to_run)
         self._inflight: dict[str, Cell] = {}
         self._attempts: dict[str, int] = {}
+        self._to_resume = {c.key for c, _ in the_plan.resumed}
         self._session_failures: dict[str, int] = {}
         self._waiting: dict[str, Cell] = {c.key: c for c in the_plan.waiting}
         self._stop_reason: str | None = None
@@ -232,6 +243,8 @@ class SweepEngine:
                       waiting=len(self.plan.waiting), pid=os.getpid())
             for cell, reason, moved in self.plan.retired:
                 self.emit("cell_retired", **self._cell_data(cell), reason=reason, moved_to=moved)
+            for cell, reason in self.plan.resumed:
+                self.emit("cell_resumed", **self._cell_data(cell), reason=reason)
             signals = _Signals(lambda name: self.stop(name), self._hard_stop)
             ran = 0
             with signals.installed():
@@ -286,7 +299,9 @@ class SweepEngine:
         config = cell_config(cell, self.spec, self.folder.cell_dir(cell))
         config.probe_models = False  # the preflight probed each model once
         self._inflight[cell.key] = cell
-        self.executor.submit(EpisodeJob(cell=cell, config=config, attempt=attempt))
+        resume = cell.key in self._to_resume  # once: a retry after a failed resume runs afresh
+        self._to_resume.discard(cell.key)
+        self.executor.submit(EpisodeJob(cell=cell, config=config, attempt=attempt, resume=resume))
 
     def _handle(self, update: JobUpdate) -> None:
         cell = self._inflight.get(update.key)

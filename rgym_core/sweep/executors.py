@@ -39,6 +39,10 @@ class EpisodeJob:
     #: The episode's :class:`~rgym_core.runner.RunConfig` (``run_dir``: the cell's folder).
     config: Any
     attempt: int = 1
+    #: Continue the interrupted episode in ``config.run_dir`` (``rgym run --resume``)
+    #: instead of starting one; only sent to an executor whose class sets
+    #: ``resumes_in_place``.
+    resume: bool = False
 
     @property
     def key(self) -> str:
@@ -73,6 +77,10 @@ class Executor:
     """The interface of an executor (subclass it)."""
 
     name = "executor"
+    #: True when the executor runs ``EpisodeJob(resume=True)``: it continues the cell's
+    #: interrupted run directory where it lies (this machine, the sweep's folder).
+    #: Otherwise the sweep moves an interrupted cell aside and runs it again.
+    resumes_in_place = False
 
     def __init__(self, options: ExecutorOptions) -> None:
         self.options = options
@@ -297,6 +305,7 @@ class LocalExecutor(Executor):
     are prepared under a machine-wide lock."""
 
     name = "local"
+    resumes_in_place = True
 
     def __init__(self, options: ExecutorOptions) -> None:
         super().__init__(options)
@@ -382,7 +391,16 @@ class LocalExecutor(Executor):
                 return
             self._updates.put(JobUpdate(job.key, "started"))
             try:
-                episode = Episode(job.config, self.registry, progress=self._progress(running))
+                resume = None
+                if job.resume:
+                    from rgym_core.resume import ResumeError, plan_resume
+
+                    try:
+                        resume = plan_resume(job.config.run_dir, self.registry)
+                    except ResumeError as exc:
+                        raise RunError(str(exc)) from None
+                episode = Episode(resume.run_config if resume is not None else job.config,
+                                  self.registry, progress=self._progress(running), resume=resume)
                 with preparing(episode):
                     episode.prepare()
                 self.limiter.wrap(prepared_agent(episode))

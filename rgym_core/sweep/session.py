@@ -101,7 +101,8 @@ class SweepSession:
             if dry_run:
                 self._dry_run(cells, stream or sys.stdout)
                 return 0
-            the_plan = plan(self.folder, cells, retry_errors=self.retry_errors)
+            the_plan = plan(self.folder, cells, retry_errors=self.retry_errors,
+                            resumable=self._resumable())
             if the_plan.to_run:
                 problems = preflight_cells(the_plan.to_run, self.spec, self.folder, self.registry)
                 if problems:
@@ -116,6 +117,34 @@ class SweepSession:
         if print_summary is not None and any(self.folder.cell_dir(c).exists() for c in cells):
             print_summary(self.folder.path)
         return code
+
+    def _resumable(self) -> Callable[[Cell], bool] | None:
+        """For an executor that resumes in place (the local one): whether a cell's
+        interrupted run can go on (:func:`rgym_core.resume.plan_resume` accepts it and
+        its agent has ``resume``); ``None`` otherwise (such cells run again)."""
+        try:
+            spec = find_executor(self.registry, self.executor_name)
+        except (ValueError, ImportError):
+            return None
+        if not getattr(spec.factory, "resumes_in_place", False):
+            return None
+        from rgym_core.resume import ResumeError, plan_resume
+        from rgym_core.runner import Episode, RunError
+
+        def resumable(cell: Cell) -> bool:
+            try:
+                resume = plan_resume(self.folder.cell_dir(cell), self.registry)
+                episode = Episode(resume.run_config, self.registry, resume=resume)
+                episode.prepare()
+            except (ResumeError, RunError):
+                return False
+            except Exception:  # noqa: BLE001 - a cell that cannot be checked runs again
+                return False
+            try:
+                return callable(getattr(episode.agent, "resume", None))
+            finally:
+                episode.close()
+        return resumable
 
     def make_executor(self) -> Executor:
         spec = find_executor(self.registry, self.executor_name)

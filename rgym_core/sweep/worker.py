@@ -29,6 +29,8 @@ _REGISTRIES: dict[tuple[str, ...], Any] = {}
 _LOCK = threading.Lock()
 #: The run directory's name inside a shipped archive.
 ARCHIVE_ROOT = "run"
+#: Environment variables of the sweep's process a worker gets too (``--price``).
+SHIPPED_ENV = ("RGYM_PRICE",)
 
 
 def plugin_names(registry: Any) -> list[str]:
@@ -48,12 +50,14 @@ def worker_registry(plugins: list[str] | None) -> Any:
 
 
 def job_payload(config: Any, *, plugins: list[str], ship: bool, cell: str) -> dict[str, Any]:
-    """What a worker needs: the RunConfig's fields (plain data), the plugins, where to write."""
+    """What a worker needs: the RunConfig's fields (plain data), the plugins, where to
+    write, and the :data:`SHIPPED_ENV` variables set here (a worker may not inherit them)."""
     fields = {a.name: getattr(config, a.name) for a in attrs.fields(type(config))}
     for name, value in list(fields.items()):
         if isinstance(value, Path):
             fields[name] = str(value)
-    return {"config": fields, "plugins": plugins, "ship": ship, "cell": cell}
+    env = {name: os.environ[name] for name in SHIPPED_ENV if os.environ.get(name)}
+    return {"config": fields, "plugins": plugins, "ship": ship, "cell": cell, "env": env}
 
 
 def _config(fields: dict[str, Any]) -> Any:
@@ -72,6 +76,7 @@ def run_job(payload: dict[str, Any]) -> dict[str, Any]:
     from rgym_core.sweep.executors import preparing
 
     config = _config(payload["config"])
+    os.environ.update({k: str(v) for k, v in dict(payload.get("env") or {}).items() if k in SHIPPED_ENV})
     scratch: Path | None = None
     if payload.get("ship"):
         scratch = Path(tempfile.mkdtemp(prefix="rgym-sweep-job-"))
@@ -122,5 +127,5 @@ def unpack_run(archive: bytes, folder: Any, cell: Any) -> Path:
         shutil.rmtree(incoming, ignore_errors=True)
 
 
-__all__ = ["ARCHIVE_ROOT", "job_payload", "pack_run", "plugin_names", "run_job", "unpack_run",
+__all__ = ["ARCHIVE_ROOT", "SHIPPED_ENV", "job_payload", "pack_run", "plugin_names", "run_job", "unpack_run",
            "worker_registry"]

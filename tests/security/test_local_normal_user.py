@@ -48,7 +48,7 @@ def run_as_user(args: list[str], *, env: dict[str, str], timeout: float) -> str:
                         "PYTHONDONTWRITEBYTECODE": "1", **env}
             proc = subprocess.run(
                 ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups",
-                 sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                 sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
                  f"--basetemp={home}/pytest", *args],
                 capture_output=True, text=True, cwd=REPO, env=full_env, timeout=timeout)
         finally:

@@ -8,7 +8,7 @@ from rgym_core import lazy_exports
 
 _EXPORTS = {"BaselineAgent": "rgym_agent_baseline.agent"}
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = sorted(_EXPORTS)
+__all__ = ["BaselineAgent"]
 
 if TYPE_CHECKING:  # for type checkers and IDEs
     from rgym_agent_baseline.agent import BaselineAgent

@@ -9,7 +9,7 @@ from rgym_core import lazy_exports
 
 _EXPORTS = {"ReactAgent": "rgym_agent_react.agent", "ReactOptions": "rgym_agent_react.agent"}
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = sorted(_EXPORTS)
+__all__ = ["ReactAgent", "ReactOptions"]
 
 if TYPE_CHECKING:  # for type checkers and IDEs
     from rgym_agent_react.agent import ReactAgent, ReactOptions

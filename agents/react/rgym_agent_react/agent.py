@@ -46,7 +46,9 @@ from rgym_core import (
     ModelFactory,
     ModelResponse,
     Observation,
+    Step,
     TaskContext,
+    ToolCall,
     Usage,
     create_model_client,
     parse_action,
@@ -209,6 +211,41 @@ class ReactAgent:
             self.history.add({"role": "user", "content": _with(text, status)}, observation=True)
         self._pending_call_id = None
         return self._query()
+
+    def resume(self, steps: list[Step], state: Any = None) -> None:
+        """Continue an interrupted episode (``rgym run --resume``): rebuild the
+        conversation from the model calls recorded with ``steps``, as it stood after
+        them.  Each call's full messages follow from the previous call's
+        (``prefix_messages``) and its own; the message ``act`` added at a step is the
+        last one its first call sent, and the reply kept is the last call's, parsed
+        again.  (With ``history=0`` the newest observation is sent elided, so its
+        rebuilt copy is the elided note.)"""
+        assert self.context is not None, "start() was not called"
+        sent: list[dict[str, Any]] = []
+        for step in steps:
+            calls = step.action.llm_calls
+            if not calls:
+                raise ValueError(f"step {step.index} has no recorded model calls; the react "
+                                 "agent cannot rebuild its conversation from it")
+            first: list[dict[str, Any]] | None = None
+            for call in calls:
+                sent = [*sent[:int(call.get("prefix_messages") or 0)], *call.get("messages", [])]
+                first = sent if first is None else first
+                if call.get("tools_sha256") and self.tools:
+                    self._last_tools_digest = _digest(self.tools)
+            assert first is not None
+            self.history.add(first[-1], observation=self._started)
+            self._started = True
+            last = calls[-1]
+            response = ModelResponse(
+                text=last.get("response") or "", stop_reason=last.get("stop_reason"),
+                tool_calls=[ToolCall(id=c["id"], name=c["name"], arguments=dict(c["arguments"]))
+                            for c in last.get("tool_calls") or []])
+            self._note = None  # a note for the step after the last one stays set
+            action, assistant = self._parse(response)
+            self.history.add(assistant)
+            self._pending_call_id = action.call_id
+        self._last_sent = sent
 
     def close(self) -> None:
         close = getattr(self.client, "close", None)

@@ -6,15 +6,15 @@ from typing import TYPE_CHECKING
 from rgym_core import lazy_exports
 
 _EXPORTS = {
-    "LeakageConfigError": "rgym_core.leakage",
-    "LeakagePolicy": "rgym_core.leakage",
+    "LeakageConfigError": "rgym_core",
+    "LeakagePolicy": "rgym_core",
     "LiteratureSearchTool": "rgym_tools_literature.tool",
     "Paper": "rgym_tools_literature.client",
-    "RequestFailed": "rgym_core.http",
-    "RetryPolicy": "rgym_core.http",
+    "RequestFailed": "rgym_core",
+    "RetryPolicy": "rgym_core",
     "SearchResult": "rgym_tools_literature.client",
     "SemanticScholarClient": "rgym_tools_literature.client",
-    "call_with_retries": "rgym_core.http",
+    "call_with_retries": "rgym_core",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = [

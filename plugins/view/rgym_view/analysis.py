@@ -22,6 +22,11 @@ trajectory alone:
     and no improvement over the baseline.
 ``cost_without_improvement`` (a note)
     the run spent money and ended no better than the baseline.
+``job_overlap``, ``foreground_timeout``, ``failed_job_used``, ``stale_after_best`` (a note)
+    the failure modes of long runs: background jobs that wrote the same files at
+    the same time, a command the per-action timeout killed that a job would have
+    kept, results graded from a job that failed, time spent after the score
+    stopped improving (:mod:`rgym_view.longruns`, which documents each rule).
 
 A run whose trajectory is malformed (:mod:`rgym_core.runcheck`) is not analysed:
 it is listed under ``skipped`` by one line naming its folder, the file and the
@@ -59,11 +64,12 @@ from rgym_core import (
     record_problem,
     safe_summary,
 )
+from rgym_view.longruns import LONG_RUN_NOTES, LONG_RUN_WARNINGS, LongRunCollector, LongRunOptions
 from rgym_view.runs import iter_runs, parallel_map
 
 ACTION_CLASSES = ("edit", "run", "view", "search", "validate", "submit", "tool")
-WARNING_MODES = ("debug_loop", "premature_submit", "editor_rejections", "idle_wait")
-NOTE_MODES = ("budget_unused", "cost_without_improvement")
+WARNING_MODES = ("debug_loop", "premature_submit", "editor_rejections", "idle_wait", *LONG_RUN_WARNINGS)
+NOTE_MODES = ("budget_unused", "cost_without_improvement", *LONG_RUN_NOTES)
 #: The action mix over an episode is counted in this many equal parts of its steps.
 PHASES = 10
 FAILURE_MODES = WARNING_MODES + NOTE_MODES
@@ -162,6 +168,9 @@ class AnalysisOptions:
     rejection_threshold: int = 3
     idle_s: float = 300.0
     unused_budget: float = 0.5
+    #: ``stale_after_best``: this long, and this share of the episode, after the best validation.
+    stale_s: float = 600.0
+    stale_share: float = 0.5
 
 
 @define
@@ -200,6 +209,8 @@ class RunAnalysis:
     phases: list[dict[str, int]] = field(factory=list)
     #: Why the run's result.json was not used (one line naming the folder and field), or None.
     problem: str | None = None
+    #: Its background jobs and the time after its best validation (:mod:`rgym_view.longruns`).
+    long_run: dict[str, Any] | None = None
 
     @property
     def flagged(self) -> bool:
@@ -214,7 +225,7 @@ class RunAnalysis:
                 "findings": list(self.findings), "flagged": self.flagged, "score": self.score,
                 "baseline": self.baseline, "cost_usd": self.cost_usd,
                 "improvement_pct": self.improvement_pct, "cost_per_point": self.cost_per_point,
-                "phases": [dict(p) for p in self.phases], "problem": self.problem}
+                "phases": [dict(p) for p in self.phases], "problem": self.problem, "long_run": self.long_run}
 
 
 @define
@@ -270,7 +281,8 @@ class AnalysisReport:
     def to_dict(self) -> dict[str, Any]:
         return {"options": {"repeat_threshold": self.options.repeat_threshold,
                             "rejection_threshold": self.options.rejection_threshold,
-                            "idle_s": self.options.idle_s, "unused_budget": self.options.unused_budget},
+                            "idle_s": self.options.idle_s, "unused_budget": self.options.unused_budget,
+                            "stale_s": self.options.stale_s, "stale_share": self.options.stale_share},
                 "groups": [g.to_dict() for g in self.groups], "runs": [r.to_dict() for r in self.runs],
                 "skipped": list(self.skipped)}
 
@@ -402,21 +414,31 @@ class FactsCollector:
         self.steps: list[StepFacts] = []
         self.gradings: list[dict[str, Any]] = []
         self.tools: list[str] = []
+        self.long_run = LongRunCollector()
 
     def add(self, record: dict[str, Any]) -> None:
         kind = record.get("type")
         if kind == "step":
-            self.steps.append(_step_facts(record.get("step") or {}))
-        elif kind == "score":
+            facts = _step_facts(record.get("step") or {})
+            self.steps.append(facts)
+            self.long_run.add(record, facts.kind, facts.program)
+            return
+        if kind == "score":
             self.gradings.append(record.get("score") or {})
         elif kind == "start":
             self.tools = [_short(str(t)) for t in record.get("tools") or []]
+        self.long_run.add(record)
 
     def analysis(self, summary: RunSummary, budget: dict[str, Any],
                  options: AnalysisOptions | None = None) -> RunAnalysis:
-        """The run's analysis (``budget``: config.json's budget)."""
+        """The run's analysis (``budget``: config.json's budget).  A run with jobs
+        has its final workspace archive read for the jobs' ``.jobs/`` folders."""
+        if self.long_run.jobs and summary.path:
+            archive = RunDir(Path(summary.path)).archive_path
+            if archive.is_file():
+                self.long_run.read_archive(archive)
         return analyze_facts(self.steps, self.gradings, self.tools, summary, budget,
-                             options or AnalysisOptions())
+                             options or AnalysisOptions(), long_run=self.long_run)
 
 
 def analyze_run(run: RunDir, options: AnalysisOptions | None = None,
@@ -444,8 +466,10 @@ def analyze_run(run: RunDir, options: AnalysisOptions | None = None,
 
 
 def analyze_facts(steps: list[StepFacts], gradings: list[dict[str, Any]], tools: list[str],
-                  s: RunSummary, budget: dict[str, Any], options: AnalysisOptions) -> RunAnalysis:
-    """The analysis of one run from its steps' facts, gradings, tool names, summary and budget."""
+                  s: RunSummary, budget: dict[str, Any], options: AnalysisOptions,
+                  long_run: LongRunCollector | None = None) -> RunAnalysis:
+    """The analysis of one run from its steps' facts, gradings, tool names, summary and
+    budget (``long_run``: its jobs and step times, for the failure modes of long runs)."""
     actions = Counter(st.kind for st in steps)
     phases: list[dict[str, int]] = [{} for _ in range(PHASES)]
     for k, st in enumerate(steps):
@@ -459,6 +483,11 @@ def analyze_facts(steps: list[StepFacts], gradings: list[dict[str, Any]], tools:
     findings += _premature_submit(steps, gradings, s.primary_metric, s.direction, has_validate, submitted_at)
     findings += _rejections(steps, options.rejection_threshold)
     findings += _idle(steps, options.idle_s)
+    long_summary = None
+    if long_run is not None:
+        findings += long_run.findings(gradings, s.primary_metric, s.direction,
+                                      LongRunOptions(stale_s=options.stale_s, stale_share=options.stale_share))
+        long_summary = long_run.summary(gradings, s.primary_metric, s.direction)
     improvement = improvement_pct(s.score, s.baseline, s.direction)
     no_gain = improvement is None or improvement <= 0
     if submitted_at is not None and no_gain and isinstance(budget, dict):
@@ -481,7 +510,7 @@ def analyze_facts(steps: list[StepFacts], gradings: list[dict[str, Any]], tools:
                        end_reason=s.end_reason, steps=len(steps), actions=dict(actions), phases=phases,
                        findings=findings,
                        score=s.score, baseline=s.baseline, cost_usd=s.cost_usd,
-                       improvement_pct=improvement, cost_per_point=cpp)
+                       improvement_pct=improvement, cost_per_point=cpp, long_run=long_summary)
 
 
 def _analyze_one(path: Path, *, options: AnalysisOptions) -> RunAnalysis | str:
@@ -574,6 +603,9 @@ def render_text(report: AnalysisReport) -> str:
             for f in r.findings:
                 lines.append(f"  {f['severity']:<7} {f['kind']}: {f['message']}")
         out.append("\n".join(lines))
+    jobbed = [r for r in report.runs if r.long_run and r.long_run.get("jobs")]
+    if jobbed:
+        out.append("Background jobs\n" + "\n".join(_jobs_lines(r) for r in jobbed))
     warned = sum(1 for r in report.runs if r.flagged)
     broken = [r.problem for r in report.runs if r.problem]
     if broken:
@@ -583,3 +615,22 @@ def render_text(report: AnalysisReport) -> str:
                + (f"; {len(report.skipped)} skipped (broken):\n" + "\n".join(f"  {line}" for line in report.skipped)
                   if report.skipped else ""))
     return "\n\n".join(out)
+
+
+def _jobs_lines(run: RunAnalysis) -> str:
+    """A run's jobs, one line each, and its time after its best validation."""
+    long_run = run.long_run or {}
+    lines = [run.path]
+    for job in long_run.get("jobs") or []:
+        start, end = job.get("started_at"), job.get("ended_at")
+        span = f", {end - start:.0f} s" if isinstance(start, (int, float)) and isinstance(end, (int, float)) else ""
+        writes = f"; writes {', '.join(job['writes'][:4])}" if job.get("writes") else ""
+        failed = f"; failed: {job['failure']}" if job.get("failure") else ""
+        lines.append(f"  {job['name']}: {job['state']} (started at step {job['step']}{span}){writes}{failed}"
+                     f"  {job['command'][:80]}")
+    after = long_run.get("after_best")
+    if after:
+        lines.append(f"  after the last improving validation (step {after['last_improvement_step']}): "
+                     f"{after['after_best_s']:.0f} s of {after['episode_s']:.0f} s, {after['steps_after']} steps, "
+                     f"{after['validations_after']} validations")
+    return "\n".join(lines)

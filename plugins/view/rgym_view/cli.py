@@ -117,20 +117,29 @@ def view(paths: tuple[Path, ...], output: Path | None, serve: bool, port: int, h
               help="A step waiting this long (sleep, wait, a silent command) is a long idle wait.")
 @click.option("--unused-budget", type=click.FloatRange(0, 1), default=0.5, show_default=True,
               help="A run that submits with more than this share of every budget left left it unused.")
+@click.option("--stale-s", type=click.FloatRange(min=0), default=600.0, show_default=True,
+              help="An episode going on this long after its last improving validation (and --stale-share "
+                   "of its time) spent it after the score stopped improving.")
+@click.option("--stale-share", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="The share of the episode's time after its last improving validation that is noted.")
 def analyze(paths: tuple[Path, ...], plots_dir: Path | None, no_plots: bool, as_json: bool,
-            repeat_threshold: int, idle_s: float, unused_budget: float) -> None:
+            repeat_threshold: int, idle_s: float, unused_budget: float, stale_s: float,
+            stale_share: float) -> None:
     """Analyse runs: action mix, how episodes ended, failure modes, plots.
 
     Per solver and task: the mix of actions (edit, run, view, search, validate,
     submit, tool calls), the endings, and failure modes found automatically
     (debug loops, premature submits, unused budget, editor rejections in a row,
-    long idle waits, cost per point of improvement).
+    long idle waits, cost per point of improvement) and those of long runs
+    (background jobs writing the same files at once, foreground commands the
+    per-action timeout killed, results graded from a failed job, time spent after
+    the score stopped improving).
     """
     from rgym_view.analysis import AnalysisOptions, analyze_paths, render_text
 
     targets = _paths(paths)
     options = AnalysisOptions(repeat_threshold=repeat_threshold, idle_s=idle_s,
-                              unused_budget=unused_budget)
+                              unused_budget=unused_budget, stale_s=stale_s, stale_share=stale_share)
     try:
         report = analyze_paths(targets, options)
     except RunDirError as exc:

@@ -278,7 +278,8 @@ def trajectory(run: RunDir, *, max_output_chars: int = MAX_OUTPUT_CHARS,
     analysis = None
     if facts is not None and summary is not None and problem is None:
         done = facts.analysis(summary, budget)
-        analysis = {"findings": done.findings, "flagged": done.flagged, "actions": done.actions}
+        analysis = {"findings": done.findings, "flagged": done.flagged, "actions": done.actions,
+                    "long_run": done.long_run}
     return {"steps": steps, "gradings": gradings, "events": events, "prompt": prompt, "start": start,
             "result": final, "budget": budget, "problem": problem, "analysis": analysis,
             "workspace": workspace}

@@ -25,14 +25,14 @@ and ``rgym score`` read them like any other run.
 The task is mapped from MLGym's config id to rgym's name (:data:`MLGYM_TASKS`),
 run with the ``mlgym`` profile; its metrics and direction come from the installed
 task when there is one.  A file that is not in this format is reported as one
-line naming the file, the field and the fix.
+line naming the file, the field and the fix.  Reading and checking a file is
+:func:`rgym_core.mlgym_traj.read_traj`, which the replay agent uses too.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -45,6 +45,9 @@ from rgym_core import (
     Observation,
     ScoreRecord,
     Step,
+    TrajFormatError,
+    finite_number,
+    read_traj,
     unstructure,
     write_result,
 )
@@ -71,8 +74,6 @@ AGENT = "mlgym/mlgym-agent"
 #: MLGym's ACI commands (its ``tools`` config): the first word of an action names one.
 ACI_COMMANDS = frozenset({"open", "goto", "scroll_up", "scroll_down", "create", "edit", "insert",
                           "search_dir", "search_file", "find_file", "validate", "submit"})
-FORMAT_HINT = ("MLGym's agent writes {\"trajectory\": [...], \"history\": [...], \"info\": {...}} "
-               "(mlgym/agent/base.py save_trajectory)")
 
 # exit_status (or the part in parentheses of "autosubmission (...)") -> (status suffix, end reason)
 _ENDINGS = {
@@ -81,20 +82,6 @@ _ENDINGS = {
     "exit_error": ("agent_error", "agent_error"), "exit_api": ("agent_error", "agent_error"),
     "submit": (None, "submit"),
 }
-
-
-class TrajFormatError(ValueError):
-    """A ``.traj`` file not in MLGym's format; ``str(err)`` is one line naming the
-    file, the field and the fix."""
-
-
-def _fail(path: Path, field: str, problem: str, fix: str) -> TrajFormatError:
-    return TrajFormatError(f"{path}: {field}: {problem} ({fix})")
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def find_traj_files(paths: Iterable[Path]) -> Iterator[Path]:
@@ -109,95 +96,11 @@ def find_traj_files(paths: Iterable[Path]) -> Iterator[Path]:
                 yield f
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            return None
-    if isinstance(value, int | float) and math.isfinite(value):
-        return float(value)
-    return None
-
-
-def read_traj(path: Path) -> dict[str, Any]:
-    """The parsed and checked ``.traj`` file (:class:`TrajFormatError` otherwise)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TrajFormatError(f"{path}: no such file (give MLGym's .traj files or folders holding them)") \
-            from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TrajFormatError(f"{path}: cannot be read: {exc} (give a UTF-8 JSON .traj file)") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _fail(path, f"line {exc.lineno} column {exc.colno}", f"not JSON: {exc.msg}",
-                    FORMAT_HINT) from None
-    if not isinstance(data, dict):
-        raise _fail(path, "(top level)", f"expected a JSON object, got {type(data).__name__}", FORMAT_HINT)
-    steps = data.get("trajectory")
-    if not isinstance(steps, list):
-        problem = "missing" if "trajectory" not in data else f"expected a list, got {_shown(steps)}"
-        raise _fail(path, "trajectory", problem, "a list of steps with action, observation, thought")
-    for n, step in enumerate(steps):
-        where = f"trajectory[{n}]"
-        if not isinstance(step, dict):
-            raise _fail(path, where, f"expected an object, got {_shown(step)}",
-                        "each step is {\"action\": ..., \"observation\": ..., \"thought\": ...}")
-        if not isinstance(step.get("action"), str):
-            problem = "missing" if "action" not in step else f"expected a string, got {_shown(step['action'])}"
-            raise _fail(path, f"{where}.action", problem, "the command the agent ran, as text")
-        for name in ("observation", "thought", "response", "state"):
-            if step.get(name) is not None and not isinstance(step[name], str):
-                raise _fail(path, f"{where}.{name}", f"expected a string or null, got {_shown(step[name])}",
-                            "MLGym stores it as text")
-        seconds = _number(step.get("execution_time"))
-        if step.get("execution_time") is not None and (seconds is None or seconds < 0):
-            raise _fail(path, f"{where}.execution_time",
-                        f"expected seconds >= 0, got {_shown(step['execution_time'])}", "a number or null")
-    info = data.get("info", {})
-    if not isinstance(info, dict):
-        raise _fail(path, "info", f"expected an object, got {_shown(info)}",
-                    "{\"model_stats\": {...}, \"exit_status\": \"...\", \"score\": [...]}")
-    scores = info.get("score", [])
-    if scores is None:
-        scores = []
-    if not isinstance(scores, list):
-        raise _fail(path, "info.score", f"expected a list, got {_shown(scores)}",
-                    "one {metric: value} object per validation and the submission last")
-    for n, entry in enumerate(scores):
-        if not isinstance(entry, dict):
-            raise _fail(path, f"info.score[{n}]", f"expected an object, got {_shown(entry)}",
-                        "{metric: value}")
-    stats = info.get("model_stats", {})
-    if stats is not None and not isinstance(stats, dict):
-        raise _fail(path, "info.model_stats", f"expected an object, got {_shown(stats)}",
-                    "{\"total_cost\": ..., \"tokens_sent\": ..., \"tokens_received\": ..., \"api_calls\": ...}")
-    for name, value in (stats or {}).items():
-        amount = _number(value)
-        if name in ("total_cost", "task_cost", "tokens_sent", "tokens_received", "api_calls") and (
-                amount is None or amount < 0):
-            raise _fail(path, f"info.model_stats.{name}", f"expected a number >= 0, got {_shown(value)}",
-                        "a count or a cost in USD")
-    status = info.get("exit_status", "")
-    if status is not None and not isinstance(status, str):
-        raise _fail(path, "info.exit_status", f"expected a string, got {_shown(status)}",
-                    "e.g. \"submitted\" or \"autosubmission (max_steps)\"")
-    history = data.get("history", [])
-    if history is not None and not isinstance(history, list):
-        raise _fail(path, "history", f"expected a list, got {_shown(history)}",
-                    "the messages: {\"role\": ..., \"content\": ...}")
-    return data
-
-
 def _metrics(entry: dict[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
     """``(numbers, other values)`` of one MLGym score entry."""
     numbers, other = {}, {}
     for key, value in entry.items():
-        n = _number(value) if not isinstance(value, str) else None
+        n = finite_number(value) if not isinstance(value, str) else None
         if n is None:
             other[str(key)] = value
         else:
@@ -315,13 +218,13 @@ def convert(path: Path, runs_dir: Path, *, registry: Any = None, task: str | Non
         metrics.setdefault(name, direction if name == primary else "maximize")
 
     stats = info.get("model_stats") or {}
-    cost = _number(stats.get("task_cost"))
-    cost = cost if cost is not None else (_number(stats.get("total_cost")) or 0.0)
-    tokens_in = int(_number(stats.get("tokens_sent")) or 0)
-    tokens_out = int(_number(stats.get("tokens_received")) or 0)
-    calls = int(_number(stats.get("api_calls")) or 0)
+    cost = finite_number(stats.get("task_cost"))
+    cost = cost if cost is not None else (finite_number(stats.get("total_cost")) or 0.0)
+    tokens_in = int(finite_number(stats.get("tokens_sent")) or 0)
+    tokens_out = int(finite_number(stats.get("tokens_received")) or 0)
+    calls = int(finite_number(stats.get("api_calls")) or 0)
 
-    durations = [_number(s.get("execution_time")) or 0.0 for s in steps_in]
+    durations = [finite_number(s.get("execution_time")) or 0.0 for s in steps_in]
     ended_at = path.stat().st_mtime
     started_at = max(0.0, ended_at - sum(durations))
     prompt = [{"role": str(h.get("role")), "content": str(h.get("content") or "")}

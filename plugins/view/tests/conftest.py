@@ -88,12 +88,15 @@ def make_run(path: Path, steps: list[dict[str, Any]], *, task: str = "synthetic/
              status: str | None = "submitted", final: dict[str, float] | None = None,
              gradings: list[dict[str, Any]] | None = None, end_reason: str = "submit",
              budget: dict[str, Any] | None = None, started_at: float | None = None,
-             extras: dict[str, Any] | None = None, live: bool = False) -> Path:
+             extras: dict[str, Any] | None = None, live: bool = False,
+             tools: list[str] | None = None,
+             extra_records: list[tuple[str, dict[str, Any]]] | None = None) -> Path:
     """A run directory written through rundir's writers.  Each step: ``tool``,
     ``args``, ``output``, optional ``exit_code``, ``error``, ``duration``, ``info``,
     ``thought``, ``tokens`` (in, out), ``cost``.  ``status=None`` leaves it without a
     result: a killed run (its owner process is gone), or a running one with ``live``
-    (owned by this process)."""
+    (owned by this process).  ``tools``: the start record's tools; ``extra_records``: more
+    ``(type, fields)`` records written after the steps (``processes_killed``...)."""
     started_at = started_at or time.time() - 3600
     create_run_dir(path)
     budget = budget or {"max_steps": 50, "time_limit_s": 3600.0, "action_timeout_s": 60.0,
@@ -112,7 +115,7 @@ def make_run(path: Path, steps: list[dict[str, Any]], *, task: str = "synthetic/
     with TrajectoryWriter(path) as writer:
         writer.write("start", {"run_id": path.name, "task": task, "agent": agent, "model": model,
                                "started_at": started_at,
-                               "tools": ["rgym/bash", "rgym/edit", "rgym/validate", "rgym/submit"]})
+                               "tools": tools or ["rgym/bash", "rgym/edit", "rgym/validate", "rgym/submit"]})
         for i, spec in enumerate(steps, start=1):
             tin, tout = spec.get("tokens", (0, 0))
             action = Action(tool=spec["tool"], args=spec.get("args", {}), thought=spec.get("thought"),
@@ -125,6 +128,8 @@ def make_run(path: Path, steps: list[dict[str, Any]], *, task: str = "synthetic/
             writer.step(Step(index=i, action=action, observation=obs, started_at=started_at + elapsed,
                              duration_s=duration, elapsed_s=elapsed))
             elapsed += duration + 1.0
+        for kind, fields in extra_records or []:
+            writer.write(kind, fields)
         for g in gradings or []:
             record = ScoreRecord(step=g["step"], kind=g.get("kind", "validate"), valid=g.get("valid", True),
                                  scores=g.get("scores", {}), error=g.get("error"))

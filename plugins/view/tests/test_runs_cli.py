@@ -174,3 +174,25 @@ def test_damaged_runs_are_listed_and_viewed_not_fatal(tmp_path: Path) -> None:
     proc = rgym("show", str(runs / "corrupt"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "state:    corrupt" in proc.stdout
+
+
+def test_a_run_put_up_for_review_says_review_not_warning(tmp_path: Path) -> None:
+    """A run the monitor does not flag but puts up for review (a score at the task's
+    ceiling) is shown as REVIEW with the finding's kind, not as "1 warning"."""
+    runs = tmp_path / "runs"
+    review = {"integrity": {"flagged": False, "counts": {"warning": 1}, "kinds": ["score_ceiling"],
+                            "review": True, "review_kinds": ["score_ceiling"],
+                            "findings": [{"kind": "score_ceiling", "severity": "warning", "steps": [1],
+                                          "review": True, "message": "accuracy 1.0 is the ceiling"}]}}
+    plain = {"integrity": {"flagged": False, "counts": {"warning": 1}, "kinds": ["other"],
+                           "findings": [{"kind": "other", "severity": "warning", "steps": [1],
+                                         "message": "a warning"}]}}
+    step = [{"tool": "bash", "args": {"command": "ls"}, "output": "a\n", "exit_code": 0}]
+    make_run(runs / "at-ceiling", step, task="mlgym/titanic", final={"accuracy": 1.0}, extras=review,
+             gradings=[{"step": 1, "kind": "submit", "scores": {"accuracy": 1.0}}])
+    make_run(runs / "warned", step, task="mlgym/titanic", final={"accuracy": 0.8}, extras=plain,
+             gradings=[{"step": 1, "kind": "submit", "scores": {"accuracy": 0.8}}])
+    lines = rgym("runs", str(runs), cwd=tmp_path).stdout.splitlines()
+    assert any("REVIEW score_ceiling" in line and "at-ceiling" in line for line in lines), lines
+    assert any("1 warning" in line and "warned" in line for line in lines), lines
+    assert not any("1 warning" in line and "at-ceiling" in line for line in lines), lines

@@ -17,13 +17,21 @@ This distribution registers no task: the ResearchGym packs
 Importing this package imports nothing heavy (fast start-up rule).
 """
 
+from typing import TYPE_CHECKING
+
 from rgym_core import lazy_exports
 
-__getattr__, __dir__ = lazy_exports(__name__, {
+_EXPORTS = {
     "PINNED_COMMIT": "rgym_researchgym.pins", "TREE_HASHES": "rgym_researchgym.pins",
     "PreparedTask": "rgym_researchgym.prepare", "TaskLayout": "rgym_researchgym.prepare",
     "prepare_task": "rgym_researchgym.prepare", "workspace_path": "rgym_researchgym.prepare",
-    "TaskSourceError": "rgym_researchgym.source"})
+    "TaskSourceError": "rgym_researchgym.source"}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = ["PINNED_COMMIT", "TREE_HASHES", "PreparedTask", "TaskLayout", "TaskSourceError",
            "prepare_task", "workspace_path"]
+
+if TYPE_CHECKING:
+    from rgym_researchgym.pins import PINNED_COMMIT, TREE_HASHES
+    from rgym_researchgym.prepare import PreparedTask, TaskLayout, prepare_task, workspace_path
+    from rgym_researchgym.source import TaskSourceError

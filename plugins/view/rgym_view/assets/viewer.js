@@ -523,10 +523,19 @@
       return '<li><span class="badge ' + (f.severity === "warning" ? "warn" : "info") + '">' + esc(f.severity) + "</span> <b>" + esc(f.kind.replace(/_/g, " ")) + "</b> " +
         (f.steps || []).slice(0, 20).map(function (s) { return '<a class="step-link" data-step="' + s + '">#' + s + "</a>"; }).join(" ") + ((f.steps || []).length > 20 ? " …" : "") + ": " + esc(f.message) + "</li>";
     }).join("") + "</ul>" : '<span class="badge good">none found</span>') + "</div>" : "";
+    // the background jobs rgym analyze traced (rgym_view.longruns), and the time after the best score
+    var lr = an && an.long_run;
+    var jobsCard = lr && ((lr.jobs || []).length || lr.after_best) ? '<div class="card" id="long-run"><h3>' + ((lr.jobs || []).length ? "Background jobs" : "After the best score") + "</h3>" +
+      ((lr.jobs || []).length ? '<table class="jobs"><tr><th>job</th><th>state</th><th>started</th><th>ran</th><th>writes</th><th>command</th></tr>' + lr.jobs.map(function (j) {
+        var ran = j.started_at != null && j.ended_at != null ? (j.ended_at - j.started_at).toFixed(0) + " s" : "";
+        return "<tr><td><b>" + esc(j.name) + "</b></td><td>" + (j.failure ? '<span class="badge warn" title="' + esc(j.failure) + '">' + esc(j.state) + "</span>" : esc(j.state)) + "</td>" +
+          '<td><a class="step-link" data-step="' + j.step + '">#' + j.step + "</a></td><td>" + ran + "</td><td>" + esc((j.writes || []).join(", ")) + "</td><td><code>" + esc(j.command.slice(0, 120)) + "</code></td></tr>";
+      }).join("") + "</table>" : "") +
+      (lr.after_best ? '<p class="muted small">after the last improving validation (step ' + lr.after_best.last_improvement_step + "): " + lr.after_best.after_best_s.toFixed(0) + " s of " + lr.after_best.episode_s.toFixed(0) + " s, " + lr.after_best.steps_after + " steps, " + lr.after_best.validations_after + " validations</p>" : "") + "</div>" : "";
     var ws = traj.workspace;
     var wsCard = ws ? '<details class="card" id="workspace-diff"' + ((ws.files || []).length <= 20 ? " open" : "") + '><summary><b>Final workspace against the starter files</b> <span class="muted small">' + (ws.files || []).length + " files differ</span></summary>" +
       treeDiffHtml(ws, "the final workspace is the starter, unchanged") + "</details>" : "";
-    app.innerHTML = head + '<div class="cards">' + resultCard + budgetCard + valCard + intCard + modeCard + "</div>" + charts + wsCard + prompt + toolbar + '<div class="steps" id="steps"></div>';
+    app.innerHTML = head + '<div class="cards">' + resultCard + budgetCard + valCard + intCard + modeCard + jobsCard + "</div>" + charts + wsCard + prompt + toolbar + '<div class="steps" id="steps"></div>';
     current = { run: run, traj: traj, order: null, observer: null, blocks: [] };
     var filt = { text: "", tool: "", errors: false, vals: false };
     function refilter() {
