@@ -24,8 +24,8 @@ import click
 
 from rgym_core import __version__
 from rgym_core.commands.lazy import LazyCommand
+from rgym_core.errors import SpecError
 from rgym_core.registry import BUILTIN, Registry, RegistryError, load_registry
-from rgym_core.serialization import SpecError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 

@@ -47,6 +47,7 @@ from rgym_core.grader_kit._manager import COMMAND_TOKEN, WORKDIR_TOKEN
 from rgym_core.grader_kit.launcher import ENV_FILE_VAR, python_argv
 from rgym_core.isolation import BwrapCommand, bwrap_problem, find_bwrap, interpreter_paths, lease
 from rgym_core.isolation.users import UidLease, kill_uid_processes
+from rgym_core.isolation.warn import warn_once
 
 log = logging.getLogger(__name__)
 
@@ -207,14 +208,8 @@ def _host_confinement(as_root: bool, bwrap: str | None) -> Confinement:
     return Confinement(mode=mode, bwrap=bwrap, warnings=tuple(warnings))
 
 
-_warned: set[str] = set()
-
-
-def warn_once(message: str) -> None:
-    """Log a grading warning once per process."""
-    if message not in _warned:
-        _warned.add(message)
-        log.warning("rgym grading: %s", message)
+#: The start of every grading warning.
+WARNING_PREFIX = "rgym grading: "
 
 
 # -- bubblewrap --------------------------------------------------------------------------
@@ -471,7 +466,7 @@ def run_on_host(*, eval_root: Path, work_parent: Path, entry: str, kind: str, se
     a folder that other users may traverse (mode 0711)."""
     confinement = host_confinement()
     for message in confinement.warnings:
-        warn_once(message)
+        warn_once(WARNING_PREFIX + message)
     nonce = new_nonce()
     with contextlib.ExitStack() as stack:
         grader_uid = worker_uid = None

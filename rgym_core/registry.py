@@ -29,6 +29,7 @@ import importlib
 import importlib.metadata
 import inspect
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -144,6 +145,11 @@ class _GuardedPlugin:
             if not inspect.isroutine(method) or not isinstance(opts, dict):
                 continue
             setattr(self, attr, _guard(method, attr, name, distribution, registry, opts))
+
+    def __dir__(self) -> list[str]:
+        """Only this object's own attributes: pluggy looks for hook implementations in
+        ``dir(plugin)`` and would otherwise inspect every attribute of ``object`` too."""
+        return sorted(vars(self))
 
 
 def _guard(method: Any, hook: str, plugin: str, distribution: str, registry: Registry,
@@ -515,7 +521,57 @@ def _as_list(items: Any) -> list[Any]:
 
 
 def _entry_points() -> list[importlib.metadata.EntryPoint]:
-    return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+    """The ``rgym`` entry points that ``importlib.metadata.entry_points(group=...)``
+    returns (the first distribution of each name on ``sys.path``), sorted by name.
+
+    Only the distributions whose ``entry_points.txt`` mentions the group have it
+    parsed: the standard call parses every installed distribution's entry points,
+    most of the discovery time in an environment with many distributions.  Where
+    ``importlib.metadata`` lacks the helper that picks one distribution per name,
+    the standard call is used.
+    """
+    unique = getattr(importlib.metadata, "_unique", None)
+    if unique is None:
+        found = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    else:
+        found = []
+        for dist in unique(importlib.metadata.distributions()):
+            text = dist.read_text("entry_points.txt")
+            if text and ENTRY_POINT_GROUP in text:
+                found.extend(dist.entry_points.select(group=ENTRY_POINT_GROUP))
+    return sorted(found, key=lambda e: e.name)
+
+
+def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str, str]:
+    """``(dist.name, dist.version)``, read from the plain one-line ``Name:`` and
+    ``Version:`` headers of the metadata file (parsing it as email costs more than
+    the rest of a plugin's discovery).  Anything unusual (a folded header, a line
+    that is no header before both are found, a carriage return) leaves it to
+    ``dist.metadata``, which ``dist.name`` and ``dist.version`` read."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    lines = text.split("\n") if "\r" not in text else []
+    found: dict[str, str] = {}
+    for i, line in enumerate(lines):
+        if not line or len(found) == 2:  # the end of the headers, or all we need
+            break
+        if line[0] in " \t":  # the continuation of another header
+            continue
+        key, sep, value = line.partition(":")
+        if not sep or not _HEADER_NAME.fullmatch(key):
+            break
+        key = key.lower()
+        if key in ("name", "version") and key not in found:
+            if lines[i + 1:i + 2] and lines[i + 1][:1] in (" ", "\t"):
+                break  # folded
+            found[key] = value.lstrip(" \t")
+    if len(found) == 2:
+        return found["name"], found["version"]
+    metadata = dist.metadata
+    return metadata["Name"], metadata["Version"]
+
+
+#: A header name as the email parser recognises one (printable, no space or colon).
+_HEADER_NAME = re.compile(r"[\041-\071\073-\176]+")
 
 
 def _selected(ep_name: str, dist: str, only: list[str], disabled: list[str]) -> bool:
@@ -556,8 +612,7 @@ def load_registry(*, only: Iterable[str] | None = None, disabled: Iterable[str] 
         register(importlib.import_module(BUILTIN_MODULE), BUILTIN, CORE_DISTRIBUTION)
         registry.plugins.append(PluginInfo(BUILTIN, CORE_DISTRIBUTION, _version(CORE_DISTRIBUTION), True))
     for ep in found:
-        dist = ep.dist.name if ep.dist is not None else ep.name
-        version = ep.dist.version if ep.dist is not None else ""
+        dist, version = _name_and_version(ep.dist) if ep.dist is not None else (ep.name, "")
         if not _selected(ep.name, dist, only_list, disabled_list):
             registry.plugins.append(PluginInfo(ep.name, dist, version, False, "disabled"))
             continue

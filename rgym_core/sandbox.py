@@ -25,12 +25,13 @@ import attrs
 from attrs import define, field
 
 from rgym_core.sandboxes.output import truncate_output
-from rgym_core.specs import PreparedDataset, Resources
+from rgym_core.specs import DEFAULT_DISK_MB, PreparedDataset, Resources
 from rgym_core.workspace_export import ExportReport, WorkspaceExportError, WorkspaceQuotaExceeded
 
-__all__ = ["DEFAULT_OUTPUT_LIMIT", "TIMEOUT_EXIT_CODE", "ExecResult", "ExportReport", "Sandbox",
-           "SandboxConfig", "SandboxError", "SandboxFacts", "SandboxSpec", "WorkspaceExportError",
-           "WorkspaceLayout", "WorkspaceQuotaExceeded", "host_gpu_count", "truncate_output"]
+__all__ = ["DEFAULT_OUTPUT_LIMIT", "TIMEOUT_EXIT_CODE", "EffectiveResources", "ExecResult",
+           "ExportReport", "Sandbox", "SandboxConfig", "SandboxError", "SandboxFacts",
+           "SandboxSpec", "WorkspaceExportError", "WorkspaceLayout", "WorkspaceQuotaExceeded",
+           "host_gpu_count", "merge_resources", "truncate_output"]
 
 #: Default cap on the output of one command, in characters.
 DEFAULT_OUTPUT_LIMIT = 32_000
@@ -137,6 +138,68 @@ class WorkspaceLayout:
     datasets: dict[str, PreparedDataset] = field(factory=dict)
 
 
+@define(frozen=True)
+class EffectiveResources:
+    """The resources one episode's sandbox gets: the task's (with its profile's) and
+    the command line's over them, merged once (:func:`merge_resources`).  Backends
+    read this value (``SandboxConfig.effective``) and merge nothing themselves."""
+
+    memory_mb: int | None = None
+    cpus: float | None = None
+    pids: int | None = None
+    #: Workspace quota in MiB (``resources.disk_mb``).
+    disk_mb: int = DEFAULT_DISK_MB
+    #: The task's packages (a backend that builds images installs them).
+    requirements: tuple[str, ...] = ()
+    network: bool = False
+    image: str | None = None
+    #: The GPUs to give: ``--gpus`` as given (a count, ``all`` or device ids ``0,3``),
+    #: else the task's count (``resources.gpus``); ``None``: none asked.
+    gpus: str | None = None
+    #: The settings the command line gave that replaced the task's (``memory_mb``,
+    #: ``cpus``, ``pids``, ``gpus``, ``image``, ``network``).
+    given: frozenset[str] = frozenset()
+    #: The settings the user gave explicitly, so a backend that cannot enforce one
+    #: can say so without warning about every task's defaults; ``None``: all of them.
+    explicit: frozenset[str] | None = None
+
+    @property
+    def requested_gpus(self) -> str | None:
+        """``--gpus`` as given (``None`` when the command line named none): the local
+        backend honours only this, not the task's count."""
+        return self.gpus if "gpus" in self.given else None
+
+    def wanted(self, name: str) -> bool:
+        """Whether a backend should warn that it cannot enforce the setting ``name``."""
+        return self.explicit is None or name in self.explicit
+
+
+def merge_resources(task: Resources, *, memory_mb: int | None = None, cpus: float | None = None,
+                    pids: int | None = None, network: bool | None = None, image: str | None = None,
+                    gpus: str | None = None,
+                    explicit: set[str] | frozenset[str] | None = None) -> EffectiveResources:
+    """The task's ``resources`` with the command line's settings over them (``None``:
+    keep the task's; an empty ``image``: the task's image)."""
+    given = {name for name, value in (("memory_mb", memory_mb), ("cpus", cpus), ("pids", pids),
+                                      ("network", network), ("gpus", gpus)) if value is not None}
+    if image:
+        given.add("image")
+    return EffectiveResources(
+        memory_mb=task.memory_mb if memory_mb is None else memory_mb,
+        cpus=task.cpus if cpus is None else cpus,
+        pids=task.pids if pids is None else pids,
+        disk_mb=task.disk_mb, requirements=tuple(task.requirements),
+        network=task.network if network is None else network,
+        image=image or task.image,
+        gpus=gpus if gpus is not None else (str(task.gpus) if task.gpus else None),
+        given=frozenset(given), explicit=None if explicit is None else frozenset(explicit))
+
+
+def _merged(config: SandboxConfig) -> EffectiveResources:
+    return merge_resources(config.resources, network=config.network, image=config.image,
+                           gpus=config.gpus, explicit=config.explicit)
+
+
 @define
 class SandboxConfig:
     """Everything a backend needs to create one episode's sandbox."""
@@ -155,10 +218,14 @@ class SandboxConfig:
     #: ``image``, ``network``), so a backend that cannot enforce one can say so without
     #: warning about every task's default resources.  ``None``: treat all as explicit.
     explicit: set[str] | None = None
+    #: What the sandbox gets, merged once: the runner passes its plan's value; built
+    #: from the fields above when not given.  Backends read this, not the fields above.
+    effective: EffectiveResources = field(default=attrs.Factory(_merged, takes_self=True))
 
     @property
     def network_enabled(self) -> bool:
-        return self.resources.network if self.network is None else self.network
+        """Whether the agent's commands may reach the network (``effective.network``)."""
+        return self.effective.network
 
 
 class Sandbox(abc.ABC):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rgym_core.agent_process import ISOLATION_MODES, confine, isolated_agent
+from rgym_core.agent_process import ISOLATION_MODES, isolated_agent
 from rgym_core.agent_process.host import AgentProcessError, ModelGateway, ProcessAgent
 from rgym_core.agent_process.protocol import (
     Channel,
@@ -24,6 +24,7 @@ from rgym_core.agent_process.protocol import (
     encode,
 )
 from rgym_core.agents import AgentConfig, EpisodeStatus, TaskContext
+from rgym_core.isolation import agent_confinement, warn
 from rgym_core.records import Observation, Usage
 from rgym_core.registry import load_registry
 from rgym_core.runner import RunConfig, RunError, preflight
@@ -121,22 +122,22 @@ def test_decode_encode_are_json_lines() -> None:
 
 
 def test_task_folders_datasets_and_task_packs_are_hidden_from_the_agent(registry) -> None:  # type: ignore[no-untyped-def]
-    view = confine.plan_view(registry, "rgym-agent-baseline")
+    view = agent_confinement.plan_view(registry, "rgym-agent-baseline")
     demo = registry.task("rgym/demo")
     hidden = view.hidden
     assert os.path.realpath(demo.root) in hidden
     dataset = registry.dataset("rgym/demo-points")
     assert any(os.path.realpath(dataset.root) == h or os.path.realpath(dataset.root).startswith(h + "/")
                for h in hidden)
-    core = confine.distribution_locations("rgym-core")
-    agent = confine.distribution_locations("rgym-agent-baseline")
-    visible = [*view.bound, *confine.interpreter_paths(), "/usr"]
+    core = agent_confinement.distribution_locations("rgym-core")
+    agent = agent_confinement.distribution_locations("rgym-agent-baseline")
+    visible = [*view.bound, *agent_confinement.interpreter_paths(), "/usr"]
     for place in [*core, *agent]:
         assert any(place == v or place.startswith(v.rstrip("/") + "/") for v in visible), place
     for reg in registry.tasks.values():
         if reg.distribution in ("rgym-core", "rgym-agent-baseline"):
             continue
-        for place in confine.distribution_locations(reg.distribution):
+        for place in agent_confinement.distribution_locations(reg.distribution):
             shown = [b for b in view.bound if place == b or place.startswith(b + "/")]
             masked = [h for h in hidden if place == h or place.startswith(h + "/")]
             assert not shown or masked, f"{reg.distribution}: {place} is visible to the agent"
@@ -144,15 +145,15 @@ def test_task_folders_datasets_and_task_packs_are_hidden_from_the_agent(registry
 
 def test_the_modes_and_the_machine_s_confinement(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ISOLATION_MODES == ("none", "process")
-    monkeypatch.setattr(confine, "bwrap_problem", lambda: "bubblewrap (bwrap) is not installed")
-    monkeypatch.setattr(confine.os, "geteuid", lambda: 0)
-    root = confine.confinement()
+    monkeypatch.setattr(agent_confinement, "bwrap_problem", lambda: "bubblewrap (bwrap) is not installed")
+    monkeypatch.setattr(agent_confinement.os, "geteuid", lambda: 0)
+    root = agent_confinement.confinement()
     assert root.mode == "uid" and "can read every world-readable file" in root.warnings[0]
-    monkeypatch.setattr(confine.os, "geteuid", lambda: 1000)
-    with pytest.raises(confine.IsolationUnavailable, match="needs bubblewrap or root"):
-        confine.confinement()
-    monkeypatch.setattr(confine, "bwrap_problem", lambda: None)
-    assert confine.confinement().mode == "bubblewrap"
+    monkeypatch.setattr(agent_confinement.os, "geteuid", lambda: 1000)
+    with pytest.raises(agent_confinement.IsolationUnavailable, match="needs bubblewrap or root"):
+        agent_confinement.confinement()
+    monkeypatch.setattr(agent_confinement, "bwrap_problem", lambda: None)
+    assert agent_confinement.confinement().mode == "bubblewrap"
 
 
 def test_isolation_none_builds_the_agent_here_and_unknown_modes_are_errors(registry) -> None:  # type: ignore[no-untyped-def]
@@ -217,7 +218,7 @@ def test_the_gateway_allows_only_the_user_s_model_endpoint_and_options(registry)
 def test_without_bubblewrap_root_runs_the_agent_as_a_leased_uid_and_says_what_is_lost(
         registry, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("RGYM_BWRAP", "0")
-    confine._warned.clear()
+    warn._said.clear()
     reg = registry.resolve("agents", "baseline")
     budget = Budget()
     context = TaskContext(task_id="rgym/demo", description="d", budget=budget,

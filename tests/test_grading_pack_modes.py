@@ -25,7 +25,9 @@ import pytest
 
 from rgym_core import grading, hookimpl
 from rgym_core.grade_runs import FolderWorkspace
-from rgym_core.grading import Grader, HiddenFromOthers, restore_abandoned
+from rgym_core.grading import Grader
+from rgym_core.isolation import hiding
+from rgym_core.isolation.hiding import HiddenFromOthers, restore_abandoned
 from rgym_core.packs import load_task
 from rgym_core.registry import load_registry
 from rgym_core.runner import Episode, RunConfig, run_episode
@@ -43,7 +45,7 @@ def modes(root: Path) -> dict[str, int]:
 @pytest.fixture
 def pack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the demo task with the modes of a fresh checkout."""
-    monkeypatch.setattr(grading, "GUARD_DIR", tmp_path / "guard")
+    monkeypatch.setattr(hiding, "GUARD_DIR", tmp_path / "guard")
     folder = tmp_path / "pack" / "demo"
     shutil.copytree(DEMO, folder)
     for path in [folder, *folder.rglob("*")]:
@@ -94,7 +96,7 @@ def test_uid_mode_closes_the_grader_to_others_for_the_episode_only(pack: Path, t
 KILLED = """
 import sys, time
 from pathlib import Path
-from rgym_core.grading import HiddenFromOthers
+from rgym_core.isolation.hiding import HiddenFromOthers
 HiddenFromOthers([Path(sys.argv[1])])
 print("held", flush=True)
 time.sleep(600)

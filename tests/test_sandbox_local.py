@@ -92,10 +92,10 @@ def test_bubblewrap_required_but_missing_is_a_clear_error(monkeypatch) -> None:
 
 def test_without_bubblewrap_one_warning_names_what_is_lost(
         monkeypatch, caplog: pytest.LogCaptureFixture) -> None:
-    from rgym_core.sandboxes.local import confinement
+    from rgym_core.isolation import warn
 
     monkeypatch.setenv("RGYM_BWRAP", "0")
-    monkeypatch.setattr(confinement, "_WARNED", set())
+    monkeypatch.setattr(warn, "_said", set())
     with caplog.at_level("WARNING", logger="rgym_core.sandboxes.local"):
         for _ in range(2):
             box = LocalSandbox(SandboxConfig(run_id="x"))

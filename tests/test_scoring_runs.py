@@ -105,7 +105,7 @@ def test_runs_without_a_result_are_listed_by_name(tmp_path):
         (str(run.path), "incomplete", "p/t1", "a", 1)]
     table = rgym_score(str(tmp_path)).stdout
     assert "Runs without a result" in table and "incomplete" in table
-    assert str(run.path) in table.replace("\n", "")
+    assert "".join(str(run.path).split()) in "".join(table.split())  # a long path wraps
 
 
 def test_bad_input_exits_2_naming_the_file(tmp_path):

@@ -14,7 +14,7 @@ import yaml
 from rgym_core import Action
 from rgym_core.checks import check_pack
 from rgym_core.datasets import DatasetError, starter_folders, workspace_starter
-from rgym_core.grading import hidden_task_paths
+from rgym_core.isolation.hiding import hidden_task_paths
 from rgym_core.packs import load_task
 from rgym_core.records import ExitStatus
 from rgym_core.registry import load_registry

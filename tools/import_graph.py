@@ -65,7 +65,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # (its runner side and the grader kit copied into every evaluation folder).
     ("kernel", ("rgym_core.registry", "rgym_core.packs", "rgym_core.datasets",
                 "rgym_core.dataset_cache", "rgym_core.rundir", "rgym_core.trajectory",
-                "rgym_core.runner", "rgym_core.episode", "rgym_core.grading",
+                "rgym_core.runner", "rgym_core.episode", "rgym_core.episode_plan",
+                "rgym_core.episode_loop", "rgym_core.episode_finish", "rgym_core.grading",
                 "rgym_core.grader_protocol", "rgym_core.grader_confinement",
                 "rgym_core.grader_secret",
                 "rgym_core.grader_kit", "rgym_core.isolation", "rgym_core.snapshot",

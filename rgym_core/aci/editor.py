@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rgym_core.aci.lint import LintError, is_python_file, lint_python, new_errors, select_codes
+from rgym_core.aci.changes import change_diff, lint_selection
+from rgym_core.aci.lint import LintError, is_python_file, lint_python, new_errors
 from rgym_core.aci.viewer import (
     current_file,
     join_lines,
@@ -54,14 +55,6 @@ def _rejection(path: str, errors: list[LintError], proposed: list[str], original
     ])
 
 
-def lint_selection(ctx: ToolContext) -> tuple[str, ...]:
-    """The lint codes of the episode (``tool_config: {rgym: {lint: ...}}``)."""
-    try:
-        return select_codes(ctx.tool_config.get("lint"))
-    except ValueError as exc:
-        raise ToolError(f"{exc} (in task.yaml or the profile)") from None
-
-
 def apply_change(ctx: ToolContext, path: str, original: list[str], proposed: list[str],
                  changed_from: int, original_span: tuple[int, int]) -> ToolResult:
     """Lint ``proposed`` against ``original`` and write it unless it adds errors."""
@@ -82,22 +75,6 @@ def apply_change(ctx: ToolContext, path: str, original: list[str], proposed: lis
     view = show(ctx, path, start_for_line(changed_from, window), proposed)
     return ToolResult(output=f"{view}\n{APPLIED}",
                       info={"applied": True, "path": path, "diff": change_diff(path, original, proposed)})
-
-
-#: The diff an edit records for the viewer is cut here (the file itself is whole).
-MAX_RECORDED_DIFF = 60_000
-
-
-def change_diff(path: str, original: list[str], proposed: list[str]) -> str:
-    """The unified diff of one change to ``path`` (recorded in the step's
-    ``observation.info.diff`` for ``rgym view``; never shown to the model)."""
-    import difflib
-
-    text = "".join(difflib.unified_diff([f"{line}\n" for line in original], [f"{line}\n" for line in proposed],
-                                        fromfile=f"a/{path.lstrip('/')}", tofile=f"b/{path.lstrip('/')}"))
-    if len(text) > MAX_RECORDED_DIFF:
-        text = text[:MAX_RECORDED_DIFF] + f"\n[... diff cut at {MAX_RECORDED_DIFF:,} characters ...]\n"
-    return text
 
 
 def _body_lines(text: str | None) -> list[str]:

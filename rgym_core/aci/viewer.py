@@ -20,6 +20,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
+from rgym_core.aci.changes import change_diff, lint_selection
 from rgym_core.aci.lint import is_python_file, lint_python
 from rgym_core.tools import Tool, ToolArg, ToolContext, ToolError, ToolResult, ToolSchema
 
@@ -238,8 +239,6 @@ class CreateTool(Tool):
         content = args.get("content") or ""
         lines = split_lines(content)
         if is_python_file(path):
-            from rgym_core.aci.editor import lint_selection
-
             errors = lint_python(content, path, lint_selection(ctx))
             if errors:
                 listing = "\n".join(f"- {e}" for e in errors)
@@ -250,7 +249,5 @@ class CreateTool(Tool):
             ctx.sandbox.write_file(path, join_lines(lines))
         except PermissionError:
             raise ToolError(f"Permission denied writing {path}") from None
-        from rgym_core.aci.editor import change_diff
-
         return ToolResult(output=show(ctx, path, 1, lines),
                           info={"applied": True, "path": path, "diff": change_diff(path, [], lines)})

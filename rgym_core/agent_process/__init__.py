@@ -3,7 +3,7 @@
 By default (``--agent-isolation none``) a scaffold runs inside the runner's
 process: it is trusted code, as any Python package you import (it could read the
 task's hidden files or patch the grader).  With ``--agent-isolation process`` the
-scaffold runs in its own process, confined (:mod:`~rgym_core.agent_process.confine`:
+scaffold runs in its own process, confined (:mod:`rgym_core.isolation.agent_confinement`:
 an unprivileged uid, bubblewrap, no network, no task files, no run directory, no
 view of the runner), and talks to the runner over a pipe
 (:mod:`~rgym_core.agent_process.protocol`): actions out, observations in, model
@@ -13,7 +13,8 @@ API keys stay with the runner and cost and token limits still hold.
 * :mod:`~rgym_core.agent_process.protocol`: the messages and their framing;
 * :mod:`~rgym_core.agent_process.host`: :class:`ProcessAgent`, the runner's side;
 * :mod:`~rgym_core.agent_process.child`: the scaffold's side;
-* :mod:`~rgym_core.agent_process.confine`: what the process sees and runs as.
+* :mod:`rgym_core.isolation.agent_confinement` (with the other isolation code):
+  what the process sees and runs as.
 """
 
 from __future__ import annotations

@@ -170,8 +170,10 @@ class ProxyModelClient:
 
 def install_model_proxy(link: _Link) -> ModelFactory:
     """Make :func:`rgym_core.create_model_client` return proxies in this process;
-    the proxying factory, handed to the agent as ``AgentConfig.create_model_client``."""
-    import rgym_core
+    the proxying factory, handed to the agent as ``AgentConfig.create_model_client``.
+
+    It replaces the function in :mod:`rgym_core.registry`, where the package's lazy
+    export reads it on first use; call it before the scaffold is imported."""
     import rgym_core.registry as registry
 
     def create_model_client(name: str, *, base_url: str | None = None, registry: Any = None,
@@ -182,7 +184,6 @@ def install_model_proxy(link: _Link) -> ModelFactory:
 
     create_model_client.__doc__ = registry.create_model_client.__doc__
     registry.create_model_client = create_model_client
-    rgym_core.create_model_client = create_model_client
     return create_model_client
 
 

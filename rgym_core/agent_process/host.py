@@ -2,7 +2,7 @@
 
 :class:`ProcessAgent` is an ordinary agent for the runner (``start``, ``act``,
 ``close``, ``model_clients``) that runs the real scaffold in a confined child
-process (:mod:`rgym_core.agent_process.confine`) and speaks the protocol of
+process (:mod:`rgym_core.isolation.agent_confinement`) and speaks the protocol of
 :mod:`rgym_core.agent_process.protocol` with it.  Whatever the child does --
 crash, hang, flood the pipe, write garbage, lie about its usage -- ends as an
 agent error (or, past the episode's time limit, the ``time`` budget) of that
@@ -35,7 +35,6 @@ from typing import Any
 
 from attrs import define
 
-from rgym_core.agent_process.confine import CORE_DISTRIBUTION, LaunchPlan, plan_launch
 from rgym_core.agent_process.protocol import (
     PROTOCOL_VERSION,
     STOP_REASONS,
@@ -52,6 +51,7 @@ from rgym_core.agents import (
     EpisodeStatus,
     TaskContext,
 )
+from rgym_core.isolation.agent_confinement import CORE_DISTRIBUTION, LaunchPlan, plan_launch
 from rgym_core.records import Action, EndReason, Observation, Usage
 from rgym_core.serialization import unstructure
 from rgym_core.specs import Budget

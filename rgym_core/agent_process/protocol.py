@@ -2,7 +2,7 @@
 
 ``rgym run --agent-isolation process`` starts the scaffold as
 ``python -I -m rgym_core.agent_process.child`` (confined: see
-:mod:`rgym_core.agent_process.confine`) and talks to it over two pipes, the
+:mod:`rgym_core.isolation.agent_confinement`) and talks to it over two pipes, the
 child's standard input (runner -> scaffold) and standard output (scaffold ->
 runner).  What the scaffold prints goes to its standard error, which the runner
 keeps (head and tail) in ``agent_process.log`` in the run directory.

@@ -9,9 +9,16 @@
   (:func:`lease`), one per confined episode or worker.
 * :mod:`~rgym_core.isolation.limits`: rlimits (:class:`Limits`) for processes,
   open files, file size, memory and CPU time.
+* :mod:`~rgym_core.isolation.agent_confinement`: how ``--agent-isolation process``
+  confines the scaffold's process and what it sees.
+* :mod:`~rgym_core.isolation.hiding`: closing a task's hidden files to other users
+  while agent code reads the host's file system, and giving them their modes back.
+* :mod:`~rgym_core.isolation.warn`: :func:`warn_once`, the one place confinement
+  warnings (local sandbox, grading, agent process) are logged, once per process.
 
 The local sandbox, the grader kit's workers and ``--agent-isolation process``
-build on these.
+build on these.  The package re-exports the primitives of the first four modules
+only; import the last three by their module's name.
 """
 
 from rgym_core.isolation.bubblewrap import (

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rgym_core import AgentSpec, hookimpl
+from rgym_core import hookimpl
+
+if TYPE_CHECKING:
+    from rgym_core import AgentSpec
 
 
 def _baseline_agent(config: Any) -> Any:
@@ -16,6 +19,8 @@ def _baseline_agent(config: Any) -> Any:
 
 @hookimpl
 def rgym_register_agents() -> list[AgentSpec]:
+    from rgym_core import AgentSpec
+
     return [AgentSpec(name="baseline/baseline", factory=_baseline_agent,
                       description="runs the task's baseline command and submits (no LLM): "
                                   "the reference row of every task",

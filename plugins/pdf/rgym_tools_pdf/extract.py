@@ -1,12 +1,17 @@
-"""Text extraction with pypdf, with errors an agent can act on."""
+"""Text extraction with pypdf, with errors an agent can act on.
+
+pypdf is imported by the first PDF opened: registering the tool (every ``rgym run``
+builds the tool table) costs no pypdf import.
+"""
 
 from __future__ import annotations
 
 import io
 import logging
+from typing import TYPE_CHECKING
 
-import pypdf
-from pypdf.errors import PdfReadError, PyPdfError
+if TYPE_CHECKING:
+    import pypdf
 
 
 class PdfError(Exception):
@@ -16,6 +21,9 @@ class PdfError(Exception):
 def open_pdf(data: bytes, source: str) -> pypdf.PdfReader:
     """A reader over ``data``; encrypted files are opened when the empty password
     works, else :class:`PdfError`."""
+    import pypdf
+    from pypdf.errors import PdfReadError, PyPdfError
+
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     try:
         reader = pypdf.PdfReader(io.BytesIO(data), strict=False)

@@ -181,3 +181,15 @@ def test_storage_auto_uses_the_engines_quota_else_the_tmpfs_fallback(quota: bool
         forced.client, forced.image = _FakeEngine(False), "img"
         with pytest.raises(SandboxError, match="cannot limit a container's disk"):
             forced._create("episode", False, caps=[], mounts=[])
+
+
+def test_the_backend_reads_the_merged_resources_not_the_fields_beside_them() -> None:
+    from rgym_core.sandbox import merge_resources
+
+    effective = merge_resources(Resources(memory_mb=256, gpus=1), memory_mb=640, gpus="all",
+                                network=True, image="given:1")
+    box = DockerSandbox(SandboxConfig(run_id="r", resources=Resources(memory_mb=128, gpus=4),
+                                      effective=effective))
+    opts = box._limits()
+    assert opts["mem_limit"] == "640m" and opts["device_requests"][0]["Count"] == -1
+    assert box._resolve_image() == "given:1" and box.config.network_enabled

@@ -32,7 +32,6 @@ import functools
 import glob
 import importlib.util
 import json
-import logging
 import os
 import select
 import shutil
@@ -54,11 +53,10 @@ from rgym_core.isolation import (
 from rgym_core.isolation.bubblewrap import drop_privileges_argv
 from rgym_core.isolation.seccomp import exec_wrapper_argv
 from rgym_core.isolation.users import kill_uid_processes, uid_processes
+from rgym_core.isolation.warn import warn_once
 from rgym_core.sandbox import SandboxConfig, SandboxError
 from rgym_core.sandboxes.local import procs
 from rgym_core.sandboxes.local.inotify import Inotify
-
-log = logging.getLogger("rgym_core.sandboxes.local")
 
 MODE_BUBBLEWRAP = "bubblewrap"
 MODE_UID = "uid"
@@ -81,9 +79,6 @@ MIB = 1 << 20
 KEEPER = ('trap "" INT TERM HUP QUIT USR1 USR2 PIPE; echo ready >&"$2"; eval "exec $2>&-"; '
           'while :; do read -r -t 0.2 -u "$1" _; rc=$?; '
           'if [ $rc -le 128 ]; then [ $rc -eq 0 ] || exit 0; fi; done')
-
-_WARNED: set[str] = set()
-
 
 @functools.cache
 def installed_plugin_paths() -> tuple[str, ...]:
@@ -134,12 +129,6 @@ def _json_or_none(data: bytes) -> Any:
         return None
 
 
-def _warn_once(message: str) -> None:
-    if message not in _WARNED:
-        _WARNED.add(message)
-        log.warning("%s", message)
-
-
 def _truthy(value: Any) -> bool | None:
     """True/False for yes/no-like option values, None for "auto"."""
     if isinstance(value, bool):
@@ -174,7 +163,7 @@ class Confinement:
         self.lease: UidLease | None = None
         self.uid = os.getuid()
         self.gid = os.getgid()
-        res = config.resources
+        res = config.effective
         pids = res.pids or int(options.get("pids_default", DEFAULT_PIDS))
         self.pids_limit = pids
         self.limits = Limits(processes=pids, file_size_bytes=res.disk_mb * MIB,
@@ -191,7 +180,7 @@ class Confinement:
         self._ended_cleanly = False
         self._control_fd: int | None = None
         self._errors: Any = None
-        self.network = bool(config.network_enabled)
+        self.network = bool(config.effective.network)
 
     # -- facts --------------------------------------------------------------------
 
@@ -312,12 +301,12 @@ class Confinement:
     def start(self, env: Mapping[str, str], datasets: Mapping[str, Path]) -> None:
         """Start the sandbox (bubblewrap: the keeper and its namespaces)."""
         for line in self.warnings():
-            _warn_once(line)
+            warn_once(line)
         if self.mode != MODE_BUBBLEWRAP:
             return
         assert self.host_workspace is not None and self.host_status is not None
         assert self.host_root is not None and self.host_shell is not None
-        size = self.config.resources.disk_mb * MIB
+        size = self.config.effective.disk_mb * MIB
         info_r, info_w = os.pipe()
         control_r, control_w = os.pipe()
         ready_r, ready_w = os.pipe()
@@ -327,7 +316,8 @@ class Confinement:
                            chdir=SANDBOX_WORKSPACE, as_pid_1=True, info_fd=info_w,
                            disable_userns=False, dev=False)
         cmd.minimal_dev()
-        if self.config.gpus is None or self.config.gpus.strip() not in ("0", ""):
+        gpus = self.config.effective.requested_gpus
+        if gpus is None or gpus.strip() not in ("0", ""):
             # GPUs (NVIDIA's device nodes; DRI render nodes): bound when present.
             for node in sorted(glob.glob("/dev/nvidia*")) + (["/dev/dri"] if
                                                               os.path.isdir("/dev/dri") else []):

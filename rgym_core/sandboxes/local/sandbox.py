@@ -189,7 +189,7 @@ class LocalSandbox(Sandbox):
             "LANG": "C.UTF-8", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat",
             "RGYM_WORKSPACE": ws,
         }
-        devices = visible_devices(self.config.gpus)
+        devices = visible_devices(self.config.effective.requested_gpus)
         if devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = devices
         env.update(self.config.env)
@@ -349,13 +349,13 @@ class LocalSandbox(Sandbox):
         copy's own name), owned by the current user, under the rules of
         :mod:`rgym_core.workspace_export` (only regular files and folders; links
         to outside dropped; the workspace quota applies)."""
-        self.files.copy_out(src, Path(dest), quota_bytes=self.config.resources.disk_mb * MIB)
+        self.files.copy_out(src, Path(dest), quota_bytes=self.config.effective.disk_mb * MIB)
 
     def export_workspace(self, dest: Path, *, exclude: Sequence[str] = (),
                          include: Sequence[str] | None = None,
                          quota_bytes: int | None = None,
                          timeout: float | None = None) -> ExportReport:
-        quota = quota_bytes if quota_bytes is not None else self.config.resources.disk_mb * MIB
+        quota = quota_bytes if quota_bytes is not None else self.config.effective.disk_mb * MIB
         return self.files.export(Path(dest), exclude=exclude, include=include,
                                  quota_bytes=quota,
                                  timeout=timeout if timeout is not None else 1800.0)
@@ -364,7 +364,7 @@ class LocalSandbox(Sandbox):
 
     def describe(self) -> SandboxFacts:
         conf = self.confinement
-        res = self.config.resources
+        res = self.config.effective
         if conf.mode == MODE_BUBBLEWRAP:
             network = "host" if conf.network else "none (loopback only)"
             isolation = ("bubblewrap (own mount, pid and network namespaces)" if not conf.network

@@ -28,27 +28,23 @@ def unenforced_settings(config: SandboxConfig, *, network_isolated: bool = False
     Processes, file size and memory (per process) are always enforced with rlimits."""
     docker = "--sandbox docker"
     found: list[str] = []
-    asked = config.explicit
-
-    def wanted(name: str) -> bool:
-        return asked is None or name in asked
-
-    if config.network is False and wanted("network") and not network_isolated:
+    res = config.effective
+    wanted = res.wanted
+    if "network" in res.given and not res.network and wanted("network") and not network_isolated:
         found.append("--no-network is not enforced by the local sandbox without bubblewrap: "
                      f"agent commands can reach the network (install bubblewrap or use {docker})")
-    res = config.resources
     if res.cpus is not None and wanted("cpus"):
         found.append(f"the CPU limit ({res.cpus:g} CPUs; --cpus or the task's resources) is not "
                      f"enforced by the local sandbox (use {docker} to enforce it)")
-    if config.gpus is not None and wanted("gpus"):
-        devices = visible_devices(config.gpus)
+    if res.requested_gpus is not None and wanted("gpus"):
+        devices = visible_devices(res.requested_gpus)
         applied = ("the agent sees every GPU of this machine" if devices is None else
                    f"it only sets CUDA_VISIBLE_DEVICES={devices!r}, which programs may ignore")
-        found.append(f"--gpus {config.gpus} is not enforced by the local sandbox: {applied} "
+        found.append(f"--gpus {res.requested_gpus} is not enforced by the local sandbox: {applied} "
                      f"(use {docker} to restrict GPUs)")
-    image, source = (config.image, "--image") if config.image else (res.image, "the task's image")
-    if image and wanted("image"):
-        found.append(f"{source} {image} is not used by the local sandbox: commands run on "
+    source = "--image" if "image" in res.given else "the task's image"
+    if res.image and wanted("image"):
+        found.append(f"{source} {res.image} is not used by the local sandbox: commands run on "
                      f"this machine with {sys.executable} (use {docker} to run in the image)")
     return [f"rgym/local: {line}" for line in found]
 

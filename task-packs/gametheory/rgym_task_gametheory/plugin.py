@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from rgym_core import TaskSpec, hookimpl, load_tasks, package_path
+from typing import TYPE_CHECKING
+
+from rgym_core import hookimpl
+
+if TYPE_CHECKING:
+    from rgym_core import TaskSpec
 
 
 @hookimpl
 def rgym_register_tasks() -> list[TaskSpec]:
+    from rgym_core import load_tasks, package_path
+
     return load_tasks(package_path("rgym_task_gametheory", "tasks"))

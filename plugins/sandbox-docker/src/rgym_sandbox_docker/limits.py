@@ -22,11 +22,14 @@ read-only to the agent, so they never take the agent's space.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import define
 
 from rgym_core import Resources
+
+if TYPE_CHECKING:
+    from rgym_core import EffectiveResources
 
 #: Memory limit (MB) of an episode whose task and command line set none.
 DEFAULT_MEMORY_MB = 8192
@@ -71,13 +74,14 @@ def _spec_default_disk_mb() -> int:
     return int(getattr(rgym_core, "DEFAULT_DISK_MB", DEFAULT_DISK_MB))
 
 
-def disk_mb_of(resources: Resources) -> int | None:
+def disk_mb_of(resources: Resources | EffectiveResources) -> int | None:
     """``Resources.disk_mb`` where the core has it (older cores: None)."""
     value = getattr(resources, "disk_mb", None)
     return int(value) if value else None
 
 
-def episode_limits(resources: Resources, options: dict[str, Any] | None = None) -> EpisodeLimits:
+def episode_limits(resources: Resources | EffectiveResources,
+                   options: dict[str, Any] | None = None) -> EpisodeLimits:
     """The limits of an episode with these resources (already merged with the command
     line by the runner).  ``options`` may hold ``disk_mb`` (``--sandbox-option``)."""
     options = options or {}

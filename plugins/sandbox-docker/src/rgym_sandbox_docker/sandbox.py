@@ -130,7 +130,7 @@ class DockerSandbox(Sandbox):
         self.container: Any = None
         self.image: str | None = None
         self.shell: ShellSession | None = None
-        self.limits: EpisodeLimits = episode_limits(config.resources, dict(config.options))
+        self.limits: EpisodeLimits = episode_limits(config.effective, dict(config.options))
         self.storage: str | None = None
         self._pending: SandboxError | None = None
         self._seen = {"oom": 0, "pids": 0}
@@ -154,8 +154,7 @@ class DockerSandbox(Sandbox):
         }
         if lim.cpus:
             kwargs["nano_cpus"] = int(lim.cpus * 1e9)
-        res = self.config.resources
-        gpus = self.config.gpus if self.config.gpus is not None else (str(res.gpus) if res.gpus else None)
+        gpus = self.config.effective.gpus
         if gpus:
             import docker.types
 
@@ -186,10 +185,10 @@ class DockerSandbox(Sandbox):
         return {"read_only": True, "tmpfs": mounts}
 
     def _resolve_image(self) -> str:
-        explicit = self.config.image or self.config.resources.image
-        if explicit:
-            return explicit
-        return images.task_image(self.client, self.config.resources.requirements,
+        effective = self.config.effective
+        if effective.image:
+            return effective.image
+        return images.task_image(self.client, effective.requirements,
                                  base=self.config.options.get("base"))
 
     def _engine_id(self) -> str:
@@ -246,7 +245,7 @@ class DockerSandbox(Sandbox):
                     raise SandboxError(f"dataset mount '{mount}' leaves the workspace", "layout")
                 mounts.append(Mount(target=dest, source=None, type="volume"))
                 targets[dest] = prepared
-            self.container = self._create("episode", self.config.network_enabled,
+            self.container = self._create("episode", self.config.effective.network,
                                           caps=EPISODE_CAPS, mounts=mounts)
             self.container.start()
             # the datasets go into their volumes while the supervisor starts
@@ -676,8 +675,7 @@ class DockerSandbox(Sandbox):
         """What the agent is told about its machine: the container's memory, process
         and workspace limits, CPUs, GPUs and network."""
         lim = self.limits
-        res = self.config.resources
-        gpus = self.config.gpus or (str(res.gpus) if res.gpus else None)
+        gpus = self.config.effective.gpus
         memory = f"{lim.memory_mb} MB (the container's limit, no swap)"
         if self.storage == "tmpfs":
             memory += "; files in the workspace and /tmp are held in memory and count against it"
@@ -689,7 +687,7 @@ class DockerSandbox(Sandbox):
         return SandboxFacts(
             backend="docker", user=f"{AGENT} (uid {AGENT_UID}, no capabilities)",
             cpus=lim.cpus or float(os.cpu_count() or 1), gpus=gpu_count,
-            network="bridge" if self.config.network_enabled else "none",
+            network="bridge" if self.config.effective.network else "none",
             memory=memory, memory_limit_mb=lim.memory_mb, pids_limit=lim.pids,
             disk_quota_mb=lim.disk_mb, isolation="container", image=self.image,
             workspace=WORKSPACE,

@@ -1,4 +1,4 @@
-"""How the scaffold's process is confined, and what it can see.
+"""How the agent process (``--agent-isolation process``) is confined, and what it can see.
 
 ==========================  ===========================================================
 rgym runs as                the agent process
@@ -30,7 +30,6 @@ import functools
 import importlib.metadata
 import importlib.util
 import json
-import logging
 import os
 import shutil
 import sys
@@ -41,17 +40,18 @@ from typing import Any
 
 from attrs import define, field
 
-from rgym_core.isolation import (
+from rgym_core.datasets import cache_root
+from rgym_core.grader_confinement import grant_traverse
+from rgym_core.isolation.bubblewrap import (
+    SYSTEM_DIRS,
     BwrapCommand,
-    Limits,
-    UidLease,
     bwrap_problem,
     drop_privileges_argv,
-    lease,
+    interpreter_paths,
 )
-from rgym_core.isolation.bubblewrap import SYSTEM_DIRS, interpreter_paths
-
-log = logging.getLogger(__name__)
+from rgym_core.isolation.limits import Limits
+from rgym_core.isolation.users import UidLease, lease
+from rgym_core.isolation.warn import warn_once
 
 CORE_DISTRIBUTION = "rgym-core"
 #: The agent's home and working folder inside bubblewrap.
@@ -111,19 +111,12 @@ def _reachable_interpreter() -> None:
     system: grant traverse-only permission (``o+x``) on closed folders above it and
     above the site folders (a venv under pytest's ``/tmp/pytest-of-root``, under
     ``/root``), with one warning naming them."""
-    from rgym_core.grader_confinement import grant_traverse
-
     grant_traverse([sys.executable, _real(sys.executable), sys.prefix, sys.base_prefix,
                     sys.exec_prefix, *site_dirs()])
 
 
-_warned: set[str] = set()
-
-
-def warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        log.warning("rgym agent isolation: %s", message)
+#: The start of every warning of this module.
+WARNING_PREFIX = "rgym agent isolation: "
 
 
 # -- what the process sees -----------------------------------------------------------------
@@ -219,7 +212,7 @@ def secret_paths(registry: Any, agent_distribution: str, *, extra: Iterable[Path
         try:
             entries = dict(getattr(registry, table))
         except Exception as exc:  # noqa: BLE001 - a broken table hides nothing: say so
-            warn_once(f"could not list the registry's {table} to hide them ({exc})")
+            warn_once(f"{WARNING_PREFIX}could not list the registry's {table} to hide them ({exc})")
             continue
         for reg in entries.values():
             item = reg.item
@@ -231,8 +224,6 @@ def secret_paths(registry: Any, agent_distribution: str, *, extra: Iterable[Path
                     paths.append(str(Path(root) / sub))
             if reg.distribution not in (CORE_DISTRIBUTION, agent_distribution):
                 dists.add(reg.distribution)
-    from rgym_core.datasets import cache_root
-
     paths.append(str(cache_root()))
     data_dir = os.environ.get("RGYM_DATA_DIR")
     if data_dir:
@@ -361,14 +352,14 @@ def plan_launch(registry: Any, agent_distribution: str, *,
     """Everything needed to start the agent process confined (see the module docstring)."""
     conf = confinement()
     for warning in conf.warnings:
-        warn_once(warning)
+        warn_once(WARNING_PREFIX + warning)
     limits = _limits(conf.uid)
     user = lease() if conf.uid or conf.bubblewrap else None
     try:
         if conf.bubblewrap:
             view = plan_view(registry, agent_distribution, extra_hidden=extra_hidden)
             for path in view.exposed:
-                warn_once(f"{path} holds a task's or dataset's files but also the code the agent "
+                warn_once(f"{WARNING_PREFIX}{path} holds a task's or dataset's files but also the code the agent "
                           "needs, so the agent process can read it")
             env = {**BASE_ENV, "HOME": HOME, "TMPDIR": "/tmp"}
             cmd = BwrapCommand(uid=user.uid if user else None, gid=user.gid if user else None,
