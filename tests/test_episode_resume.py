@@ -62,6 +62,13 @@ def _interrupt(cwd: Path, runs: Path, args: list[str], k: int, sig: int = signal
                env: dict[str, str] | None = None) -> Path:
     """Start ``rgym run ARGS``, send ``sig`` once step ``k`` is recorded; the run dir."""
     proc = _rgym(cwd, "run", *args, "--runs-dir", str(runs), "--json", env=env)
+    return _signal_at_step(proc, runs, k, sig)
+
+
+def _signal_at_step(proc: subprocess.Popen[str], runs: Path, k: int,
+                    sig: int = signal.SIGKILL) -> Path:
+    """Send ``sig`` to ``proc`` once a trajectory under ``runs`` holds step ``k``, wait for
+    it to end (killing it if it outlives the wait); the run directory."""
     try:
         run_dir = _wait_for_step(runs, proc, k)
         proc.send_signal(sig)
@@ -157,18 +164,7 @@ def test_a_replay_killed_twice_resumes_each_time(workdir: Path) -> None:
     replay = ["rgym/demo", "--agent", "replay", "--agent-option", f"trajectory={source}"]
     run_dir = _interrupt(workdir, workdir / "killed", replay, k=2)
     # the first resume is killed too, once it has added a step
-    proc = _rgym(workdir, "run", "--resume", str(run_dir), "--json")
-    try:
-        deadline = time.monotonic() + 90
-        while len(_steps(run_dir)) < 3 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        assert len(_steps(run_dir)) >= 3
-        proc.kill()
-        proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    _signal_at_step(_rgym(workdir, "run", "--resume", str(run_dir), "--json"), run_dir, 3)
     second = len(_steps(run_dir))
     done = _resume(workdir, run_dir)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -305,15 +301,7 @@ def test_runs_that_cannot_go_on_are_refused_in_one_line(workdir: Path) -> None:
 def test_a_killed_sweep_resumes_its_interrupted_cell(workdir: Path) -> None:
     sweep = workdir / "sweep"
     args = ["sweep", *_scripted(), "--sweep-dir", str(sweep), "--quiet"]
-    proc = _rgym(workdir, *args)
-    try:
-        run_dir = _wait_for_step(sweep, proc, 2)
-        proc.kill()
-        proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    run_dir = _signal_at_step(_rgym(workdir, *args), sweep, 2)
     assert not (run_dir / "result.json").exists()
     again = run_cli(*args, cwd=workdir)
     assert again.returncode == 0, again.stderr[-2000:]
