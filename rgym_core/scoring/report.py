@@ -198,14 +198,20 @@ def tables(report: ScoreReport) -> list[Table]:
                             "no" if flag.excluded else "yes")
         out.append(flagged)
     if report.pending:
-        pending = _table("Runs without a result", "run directory", ("state", "steps"),
-                         caption="running: its process is alive; incomplete: killed before it "
-                                 "wrote result.json (`rgym grade RUN_DIR` finishes it); corrupt: "
-                                 "result.json unreadable")
+        # The run directory last: a long one folds onto the next lines with nothing
+        # between its pieces, so it can be copied into `rgym grade RUN_DIR`.
+        pending = Table(title="Runs without a result", box=box.SIMPLE_HEAD, caption_justify="left",
+                        pad_edge=False, collapse_padding=True,
+                        caption="running: its process is alive; incomplete: killed before it "
+                                "wrote result.json (`rgym grade RUN_DIR` finishes it); corrupt: "
+                                "result.json unreadable")
+        pending.add_column("state", no_wrap=True)
+        pending.add_column("steps", justify="right", no_wrap=True)
+        pending.add_column("run directory", overflow="fold", min_width=12)
         for run in report.pending:
             who = " / ".join(x for x in (run.task, run.solver) if x)
             label = escape(run.path) + (f"\n  [dim]{escape(who)}[/dim]" if who else "")
-            pending.add_row(label, run.state, str(run.steps))
+            pending.add_row(run.state, str(run.steps), label)
         out.append(pending)
     return out
 
