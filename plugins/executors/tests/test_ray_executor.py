@@ -22,10 +22,23 @@ ip link set lo up
 export RAY_DISABLE_USAGE_STATS=1
 ray_bin="$(dirname "$PYTHON")/ray"
 trap '"$ray_bin" stop --force >/dev/null 2>&1' EXIT
-"$ray_bin" start --head --port=6399 --node-ip-address=127.0.0.1 --num-cpus=2 --include-dashboard=false \
-    --disable-usage-stats --temp-dir="$RAY_TMP" >"$LOGS/head.log" 2>&1 || { echo "head failed"; cat "$LOGS/head.log"; exit 90; }
-"$ray_bin" start --address=127.0.0.1:6399 --node-ip-address=127.0.0.1 --num-cpus=2 \
-    --disable-usage-stats >"$LOGS/worker.log" 2>&1 || { echo "worker failed"; cat "$LOGS/worker.log"; exit 91; }
+# A node's `ray start` waits 30 s (fixed in Ray) for its raylet to register with the GCS;
+# with the rest of the suite busy on both cores that was once too short for the second
+# node. A cluster that did not come up is stopped whole and started again, three tries.
+start_cluster() {
+    "$ray_bin" start --head --port=6399 --node-ip-address=127.0.0.1 --num-cpus=2 \
+        --include-dashboard=false --disable-usage-stats --temp-dir="$RAY_TMP" \
+        >"$LOGS/head.log" 2>&1 || { echo "head failed (try $1)"; cat "$LOGS/head.log"; return 90; }
+    "$ray_bin" start --address=127.0.0.1:6399 --node-ip-address=127.0.0.1 --num-cpus=2 \
+        --disable-usage-stats >"$LOGS/worker.log" 2>&1 || {
+        echo "worker failed (try $1)"; cat "$LOGS/worker.log"; return 91; }
+}
+for try in 1 2 3; do
+    start_cluster "$try" && break
+    code=$?
+    "$ray_bin" stop --force >/dev/null 2>&1
+    [ "$try" = 3 ] && exit "$code"
+done
 "$PYTHON" -m rgym_core.cli "$@"
 """
 
